@@ -1,0 +1,5 @@
+"""``python -m anpred`` runs the CLI."""
+
+from anpred.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""Model weights: seeded generation (with BatchNorm recalibration) or a user checkpoint.
+
+Seeded weights are generated once per (model, seed) and cached as a state_dict, so every
+worker process loads bit-identical parameters. For models with BatchNorm, the running
+statistics are recalibrated on the bundled real photographs (one pass in train mode with
+cumulative averaging) so that activations have realistic scales.
+
+Checkpoints are loaded safely: ``torch.load(weights_only=True)``; an ultralytics
+checkpoint (a dict holding a pickled model) is accepted only when every class it needs
+comes from ``torch`` or ``ultralytics``, which are then allow-listed for that load.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from anpred.cache import cache_dir, file_digest
+from anpred.errors import WeightsError
+from anpred.zoo.registry import get_model
+
+#: Number of bundled photographs used to recalibrate BatchNorm statistics.
+CALIBRATION_IMAGES = 8
+
+
+def has_batchnorm(model: Any) -> bool:
+    """Return whether ``model`` contains a BatchNorm layer."""
+    import torch
+
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def calibration_batch(name: str) -> tuple[Any, str]:
+    """Return the preprocessed calibration batch for a zoo model and where it came from."""
+    import numpy as np
+    import torch
+
+    from anpred.errors import UsageError
+    from anpred.inputs.images import sample_images, synthetic_images
+    from anpred.inputs.preprocess import preprocess
+
+    spec = get_model(name)
+    try:
+        images, source = sample_images(CALIBRATION_IMAGES), "bundled photographs"
+    except UsageError:
+        images, source = synthetic_images(CALIBRATION_IMAGES, seed=0), "synthetic images"
+    arrays = [preprocess(img, spec.preprocessing, spec.input_size) for img in images]
+    return torch.from_numpy(np.concatenate(arrays)), f"{len(images)} {source}"
+
+
+def recalibrate_batchnorm(model: Any, batch: Any) -> None:
+    """Set BatchNorm running statistics to those of ``batch`` (other layers stay in eval)."""
+    import torch
+
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    model.eval()
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None
+        norm.train()
+    with torch.no_grad():
+        model(batch)
+    model.eval()
+
+
+def seeded_state(name: str, seed: int) -> Path:
+    """Return the cached state_dict of zoo model ``name`` generated from ``seed``."""
+    import torch
+
+    path = cache_dir("weights") / f"{name}-seed{seed}.pt"
+    if path.exists():
+        return path
+    torch.manual_seed(seed)
+    model = get_model(name).build()
+    if has_batchnorm(model):
+        batch, _ = calibration_batch(name)
+        recalibrate_batchnorm(model, batch)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save(model.state_dict(), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _safe_load(path: Path) -> Any:
+    import torch
+    from torch.serialization import get_unsafe_globals_in_checkpoint, safe_globals
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as first_error:
+        try:
+            needed = get_unsafe_globals_in_checkpoint(str(path))
+        except Exception:
+            raise WeightsError(
+                f"{str(path)!r} is not a torch checkpoint ({first_error.__class__.__name__})"
+            ) from None
+        foreign = [g for g in needed if not g.split(".")[0] in ("torch", "ultralytics", "collections")]
+        if foreign:
+            raise WeightsError(
+                f"{str(path)!r} needs objects anpred will not unpickle ({', '.join(foreign[:3])}); "
+                "save a plain state_dict with torch.save(model.state_dict(), path)"
+            ) from None
+        allowed = [_resolve(g) for g in needed]
+        with safe_globals([a for a in allowed if a is not None]):
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as err:
+                raise WeightsError(f"cannot load {str(path)!r} safely: {err}") from None
+
+
+def _resolve(qualified: str) -> Any:
+    import importlib
+
+    module, _, attr = qualified.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _state_dict_of(obj: Any) -> dict[str, Any]:
+    import torch
+
+    if isinstance(obj, dict):
+        for key in ("ema", "model", "state_dict"):
+            if obj.get(key) is not None:
+                return _state_dict_of(obj[key])
+        if all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return obj
+    if isinstance(obj, torch.nn.Module):
+        return obj.float().state_dict()
+    raise WeightsError("checkpoint holds no state_dict or model")
+
+
+def load_model(name: str, weights: str | None = None, seed: int = 0) -> tuple[Any, str]:
+    """Build zoo model ``name`` with seeded or user weights, in eval mode, float32.
+
+    Args:
+        name: Zoo model name.
+        weights: Path of a checkpoint (torch state_dict or ultralytics checkpoint), or
+            ``None`` for deterministic weights generated from ``seed``.
+        seed: Seed of the generated weights.
+
+    Returns:
+        The model and a weights identifier (``seed0`` or ``sha256:<digest>``).
+
+    Raises:
+        WeightsError: When the checkpoint is unreadable or does not fit the architecture.
+    """
+    model = get_model(name).build()
+    if weights is None:
+        path, weights_id = seeded_state(name, seed), f"seed{seed}"
+    else:
+        path = Path(weights)
+        if not path.is_file():
+            raise WeightsError(f"weights file {weights!r} does not exist")
+        weights_id = f"sha256:{file_digest(path)}"
+    state = _state_dict_of(_safe_load(path))
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        first = str(err).splitlines()[1].strip() if "\n" in str(err) else str(err)
+        raise WeightsError(
+            f"checkpoint {str(path)!r} does not fit {name}: {first[:200]}"
+        ) from None
+    return model.eval().float(), weights_id
