@@ -108,7 +108,7 @@ def read_image(path: str | os.PathLike[str], image_id: str | None = None) -> Inp
     Raises:
         UsageError: When the file is missing or is not a readable image.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     path = Path(path)
     if not path.is_file():
@@ -116,7 +116,7 @@ def read_image(path: str | os.PathLike[str], image_id: str | None = None) -> Inp
     try:
         with Image.open(path) as img:
             pixels = np.asarray(img.convert("RGB"))
-    except (UnidentifiedImageError, OSError) as err:
+    except Exception as err:  # PIL raises several types; some packages patch Image.open
         raise UsageError(f"{str(path)!r} is not a readable image ({err.__class__.__name__})") from None
     return InputImage(image_id or path.stem, pixels, str(path))
 

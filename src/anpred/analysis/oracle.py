@@ -1,0 +1,401 @@
+"""The consensus-based population deviation oracle.
+
+**Phase 1** (:func:`assess`, one anchor and one input at a time, so memory stays flat):
+the aligned captures of all participants are reduced to their consensus, the
+element-wise median (robust to one deviant participant; for a distributional metric the
+element-wise median of the participants' descriptors). Every participant's deviation
+from the consensus is measured with every registered metric, as is its distance from the
+fp64 reference. The **noise floor** is the fp32 reference's distance from the fp64
+reference: what fp32 execution of the reference model itself costs at this anchor. Phase
+1 returns small records only (:class:`AnchorEvidence`).
+
+**Phase 2** (:func:`judge_anchor`, per anchor): the population is every participant's
+deviation for every input at that anchor. A deviation ``v`` is a **finding** when it is
+
+* a robust outlier of the population: ``v > median + OUTLIER_K · scale`` with
+  ``scale = max(1.4826 · MAD, MAD_FLOOR_REL · median, resolution)``, **and**
+* above the noise floor: ``v > NOISE_FACTOR · max(noise floor, resolution)``,
+
+or when the participant produced non-finite values where the fp64 reference is finite.
+
+**Primary metric.** Relative L2 decides the verdict: it is scale-free (comparable across
+anchors, which propagation profiles need), it aggregates every element (a small
+systematic error over many elements counts; one unlucky element does not), its fp32
+noise is well understood (it grows like the unit roundoff times a slowly growing function
+of the reduction length) and so the fp64 floor calibrates it well. The extreme metrics
+(max abs, max ULP) are heavy-tailed and dominated by single elements near zero, cosine is
+blind to scale errors (a wrong normalisation epsilon), and the distributional metrics are
+blind to element permutations; judging on all of them would multiply false positives.
+They are judged by the same rule and reported as corroborating evidence
+(:attr:`Verdict.corroborating`).
+
+**Two participants.** With two participants the consensus is their midpoint and both
+deviate from it equally, so no population can single one out: the method degenerates to a
+pairwise comparison. The verdict then says so (``pairwise=True``); the pair is
+inconsistent when its deviation is above the noise floor, and the finding goes to the
+participant farther from the fp64 reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from anpred.analysis.alignment import AlignmentError
+from anpred.analysis.consensus import elementwise_median
+from anpred.analysis.methods import register_method
+from anpred.analysis.metrics import Metric, get_metric, metric_names, resolutions
+from anpred.analysis.verdict import (
+    PAIRWISE_CRITERIA,
+    POPULATION_CRITERIA,
+    Criterion,
+    MetricJudgement,
+    Verdict,
+)
+from anpred.errors import UsageError
+
+OUTLIER_K = 3.5
+"""Outlier cut-off in robust standard deviations (1.4826 · MAD).
+
+3.5 is Iglewicz & Hoaglin's cut-off for the modified z-score 0.6745 (x − median) / MAD
+("How to Detect and Handle Outliers", ASQC 1993), the usual choice for small samples; the
+population here is participants × inputs, often a few dozen deviations."""
+
+NOISE_FACTOR = 10.0
+"""How many times the fp64-calibrated noise floor a finding must exceed.
+
+Measured (tests/analysis/test_oracle.py, test_noise_factor_covers_fp32_reorderings): one
+fp32 reduction computed with BLAS, blocked (16, 256) and permuted summation orders
+deviates from the consensus by at most 1.2x the floor for 64 to 8192 terms; naive
+sequential summation reaches 1.8x (1024 terms) and 4.5x (8192 terms). 10 keeps every
+legitimate fp32 reordering out with a margin of 2 while precision faults worth reporting
+(bf16 rounding ~4e-3, fp16 or tf32 ~5e-4 relative) are 10^2-10^4 times the floor of an
+fp32 stage (~1e-7 to 1e-5)."""
+
+MAD_FLOOR_REL = 0.1
+"""The outlier scale is at least this fraction of the population median.
+
+Deterministic participants can produce near-identical deviations on every input; their MAD
+then underestimates the spread and a deviation a hair above the median would be an
+outlier. With this floor a deviation must exceed the median by 35 % (3.5 · 0.1)."""
+
+MAD_TO_SIGMA = 1.4826
+"""1 / Φ⁻¹(3/4): makes the MAD a consistent estimator of a normal standard deviation."""
+
+PRIMARY_METRIC = "rel_l2"
+"""The metric that decides verdicts (see the module docstring for why)."""
+
+
+@dataclass(frozen=True)
+class OracleParams:
+    """Every parameter of the oracle, with documented defaults.
+
+    Attributes:
+        outlier_k: :data:`OUTLIER_K`.
+        noise_factor: :data:`NOISE_FACTOR`.
+        mad_floor_rel: :data:`MAD_FLOOR_REL`.
+        primary_metric: :data:`PRIMARY_METRIC`.
+        metrics: Metrics to compute; ``None`` for all registered metrics. The primary
+            metric is always computed.
+        resolution: Per-metric overrides of the metrics' declared resolutions (the value
+            below which a deviation means nothing; see :mod:`anpred.analysis.metrics`).
+    """
+
+    outlier_k: float = OUTLIER_K
+    noise_factor: float = NOISE_FACTOR
+    mad_floor_rel: float = MAD_FLOOR_REL
+    primary_metric: str = PRIMARY_METRIC
+    metrics: tuple[str, ...] | None = None
+    resolution: Mapping[str, float] = field(default_factory=dict)
+
+    def metric_names(self) -> tuple[str, ...]:
+        """Return the metrics to compute, primary first."""
+        chosen = metric_names() if self.metrics is None else self.metrics
+        names = (self.primary_metric, *(n for n in chosen if n != self.primary_metric))
+        for name in names:
+            get_metric(name)  # raises KeyError for an unknown metric
+        return names
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One participant's deviation at one anchor for one input (phase 1 record).
+
+    Attributes:
+        participant: Participant name.
+        anchor: Anchor name.
+        input_id: Input identifier.
+        metrics: ``{metric: value}`` against the consensus.
+        vs_fp64: ``{metric: value}`` against the fp64 reference.
+        non_finite: Elements that are NaN/inf in the capture but finite in fp64.
+    """
+
+    participant: str
+    anchor: str
+    input_id: str
+    metrics: Mapping[str, float]
+    vs_fp64: Mapping[str, float]
+    non_finite: int = 0
+
+
+@dataclass(frozen=True)
+class AnchorEvidence:
+    """Everything phase 2 needs from one anchor and one input.
+
+    Attributes:
+        anchor: Anchor name.
+        input_id: Input identifier.
+        deviations: One record per participant.
+        noise_floor: ``{metric: fp32 reference vs fp64 reference}``.
+        participants: Number of participants in the consensus.
+    """
+
+    anchor: str
+    input_id: str
+    deviations: tuple[Deviation, ...]
+    noise_floor: Mapping[str, float]
+    participants: int
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the consensus degenerated to a pairwise comparison."""
+        return self.participants == 2
+
+
+def _as_float64(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+    array = np.asarray(array, dtype=np.float64)
+    if array.shape != shape:
+        raise AlignmentError(
+            f"{what} has shape {array.shape}, the fp64 reference {shape}; align captures "
+            "with anpred.analysis.align before assessing them"
+        )
+    return array
+
+
+def _against(
+    metrics: list[Metric],
+    x: np.ndarray,
+    x_descriptors: Mapping[str, np.ndarray],
+    c: np.ndarray,
+    c_descriptors: Mapping[str, np.ndarray],
+) -> dict[str, float]:
+    return {
+        m.name: m.compare(x_descriptors[m.name], c_descriptors[m.name])
+        if m.distributional
+        else m.compare(x, c)
+        for m in metrics
+    }
+
+
+def _descriptors(metrics: list[Metric], x: np.ndarray) -> dict[str, np.ndarray]:
+    return {m.name: m.describe(x) for m in metrics if m.describe is not None}
+
+
+def _new_non_finite(x: np.ndarray, fp64: np.ndarray) -> int:
+    finite = np.isfinite(x)
+    if finite.all():
+        return 0
+    return int(np.count_nonzero(~finite & np.isfinite(fp64)))
+
+
+def assess(
+    anchor: str,
+    input_id: str,
+    captures: Mapping[str, np.ndarray],
+    fp32_reference: np.ndarray,
+    fp64_reference: np.ndarray,
+    *,
+    params: OracleParams | None = None,
+) -> AnchorEvidence:
+    """Phase 1: deviations of every participant at one anchor for one input.
+
+    Args:
+        anchor: Anchor name.
+        input_id: Input identifier.
+        captures: ``{participant: aligned capture}``, all of the fp64 reference's shape;
+            the fp32 reference participant is one of them.
+        fp32_reference: The reference model's fp32 capture (usually the same array as
+            one of ``captures``; then its distances are not computed twice).
+        fp64_reference: The reference model's fp64 capture.
+        params: Oracle parameters (which metrics to compute).
+
+    Returns:
+        The deviation records and the noise floor.
+
+    Raises:
+        UsageError: With fewer than two participants.
+        AlignmentError: When a capture does not have the reference shape.
+    """
+    params = params or OracleParams()
+    if len(captures) < 2:
+        raise UsageError(
+            f"anchor {anchor}: the oracle needs at least two participants, got {list(captures)}"
+        )
+    metrics = [get_metric(n) for n in params.metric_names()]
+    fp64 = np.asarray(fp64_reference, dtype=np.float64)
+    reference_name = next((p for p, x in captures.items() if x is fp32_reference), None)
+    arrays = {
+        p: _as_float64(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
+    }
+    consensus = elementwise_median(list(arrays.values()))
+    described = {p: _descriptors(metrics, x) for p, x in arrays.items()}
+    fp64_descriptors = _descriptors(metrics, fp64)
+    consensus_descriptors = {
+        m.name: elementwise_median([described[p][m.name] for p in arrays])
+        for m in metrics
+        if m.distributional
+    }
+    deviations = tuple(
+        Deviation(
+            participant=p,
+            anchor=anchor,
+            input_id=input_id,
+            metrics=_against(metrics, x, described[p], consensus, consensus_descriptors),
+            vs_fp64=_against(metrics, x, described[p], fp64, fp64_descriptors),
+            non_finite=_new_non_finite(x, fp64),
+        )
+        for p, x in arrays.items()
+    )
+    if reference_name is not None:
+        noise_floor = next(d.vs_fp64 for d in deviations if d.participant == reference_name)
+    else:
+        fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
+        noise_floor = _against(metrics, fp32, _descriptors(metrics, fp32), fp64, fp64_descriptors)
+    return AnchorEvidence(anchor, input_id, deviations, dict(noise_floor), len(arrays))
+
+
+@dataclass(frozen=True)
+class _Population:
+    median: float
+    mad: float
+
+
+def _population(values: Iterable[float]) -> _Population:
+    """Median and MAD of the non-NaN values (inf values count; NaN ones do not)."""
+    v = np.array([x for x in values if not math.isnan(x)], dtype=np.float64)
+    if v.size == 0:
+        return _Population(math.nan, math.nan)
+    median = float(np.median(v))
+    spread = np.where(v == median, 0.0, np.abs(v - median))
+    return _Population(median, float(np.median(spread)))
+
+
+def _judge_metric(
+    name: str,
+    value: float,
+    population: _Population,
+    noise_floor: float,
+    resolution: float,
+    params: OracleParams,
+) -> MetricJudgement:
+    scale = max(MAD_TO_SIGMA * population.mad, params.mad_floor_rel * population.median, resolution)
+    outlier_threshold = population.median + params.outlier_k * scale
+    # an unusable (NaN) floor falls back to the metric's resolution
+    floor = resolution if math.isnan(noise_floor) else max(noise_floor, resolution)
+    noise_threshold = params.noise_factor * floor
+    return MetricJudgement(
+        metric=name,
+        value=value,
+        population_median=population.median,
+        mad=population.mad,
+        scale=scale,
+        outlier_threshold=outlier_threshold,
+        noise_floor=noise_floor,
+        noise_threshold=noise_threshold,
+        outlier=bool(value > outlier_threshold),
+        above_noise=bool(value > noise_threshold),
+    )
+
+
+def judge_anchor(
+    evidence: Iterable[AnchorEvidence], params: OracleParams | None = None
+) -> tuple[Verdict, ...]:
+    """Phase 2: judge every deviation at one anchor against its population.
+
+    Args:
+        evidence: Phase 1 records of one anchor, one per input.
+        params: Oracle parameters.
+
+    Returns:
+        One verdict per (participant, input), in the order of ``evidence``.
+
+    Raises:
+        UsageError: When the evidence mixes anchors.
+    """
+    params = params or OracleParams()
+    evidence = list(evidence)
+    if len({e.anchor for e in evidence}) > 1:
+        anchors = sorted({e.anchor for e in evidence})
+        raise UsageError(f"judge_anchor got several anchors: {anchors}")
+    names = params.metric_names()
+    resolution = resolutions(params.resolution)
+    populations = {
+        mode: {
+            n: _population(
+                d.metrics[n] for e in evidence if e.pairwise == mode for d in e.deviations
+            )
+            for n in names
+        }
+        for mode in (False, True)
+    }
+    primary = params.primary_metric
+    verdicts = []
+    for e in evidence:
+        for d in e.deviations:
+            judged = {
+                n: _judge_metric(
+                    n,
+                    d.metrics[n],
+                    populations[e.pairwise][n],
+                    e.noise_floor[n],
+                    resolution.get(n, 0.0),
+                    params,
+                )
+                for n in names
+            }
+            exceeded = set()
+            if judged[primary].outlier:
+                exceeded.add(Criterion.OUTLIER)
+            if judged[primary].above_noise:
+                exceeded.add(Criterion.ABOVE_NOISE)
+            if d.non_finite:
+                exceeded.add(Criterion.NON_FINITE)
+            if e.pairwise:
+                other = next(o for o in e.deviations if o is not d)
+                if d.vs_fp64[primary] > other.vs_fp64[primary]:
+                    exceeded.add(Criterion.FARTHER_FROM_FP64)
+            verdicts.append(
+                Verdict(
+                    participant=d.participant,
+                    anchor=e.anchor,
+                    input_id=e.input_id,
+                    primary=judged[primary],
+                    secondary={n: j for n, j in judged.items() if n != primary},
+                    vs_fp64=dict(d.vs_fp64),
+                    pairwise=e.pairwise,
+                    non_finite=d.non_finite,
+                    required=PAIRWISE_CRITERIA if e.pairwise else POPULATION_CRITERIA,
+                    exceeded=frozenset(exceeded),
+                )
+            )
+    return tuple(verdicts)
+
+
+@register_method("anpred_oracle")
+def consensus_oracle(
+    outputs: Mapping[str, np.ndarray],
+    fp32_reference: np.ndarray,
+    fp64_reference: np.ndarray,
+    *,
+    params: OracleParams | None = None,
+) -> dict[str, Verdict]:
+    """Judge one input's outputs with the oracle, behind the shared method interface.
+
+    The population is then the participants' deviations for this one input; over a whole
+    run use :func:`assess` and :func:`judge_anchor`, whose population spans all inputs.
+    """
+    evidence = assess("output", "0", outputs, fp32_reference, fp64_reference, params=params)
+    return {v.participant: v for v in judge_anchor([evidence], params)}

@@ -1,0 +1,140 @@
+"""Verdicts of the consensus oracle: one per (participant, anchor, input), with its statistics.
+
+A :class:`Verdict` is truthy when the participant passed (no finding), like Polygraphy's
+``OutputCompareResult``; it carries every number the decision was made from, so a report
+can show why a deviation is or is not a finding.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class Criterion(enum.Enum):
+    """A condition the oracle checks; a finding needs all of a verdict's required ones."""
+
+    OUTLIER = "outlier"
+    """The deviation is a robust outlier of the anchor's population (median + k·scale)."""
+    ABOVE_NOISE = "above_noise"
+    """The deviation exceeds NOISE_FACTOR times the fp64-calibrated noise floor."""
+    FARTHER_FROM_FP64 = "farther_from_fp64"
+    """Pairwise mode: the participant is the one of the pair farther from fp64."""
+    NON_FINITE = "non_finite"
+    """The participant produced NaN/inf where the fp64 reference is finite (always a finding)."""
+
+
+POPULATION_CRITERIA = frozenset({Criterion.OUTLIER, Criterion.ABOVE_NOISE})
+"""Required for a finding when three or more participants form a consensus."""
+
+PAIRWISE_CRITERIA = frozenset({Criterion.ABOVE_NOISE, Criterion.FARTHER_FROM_FP64})
+"""Required for a finding when only two participants are compared."""
+
+
+@dataclass(frozen=True)
+class MetricJudgement:
+    """One metric of one deviation, set against its population and noise floor.
+
+    Attributes:
+        metric: Metric name.
+        value: The participant's deviation from the consensus.
+        population_median: Median of the anchor's population of deviations.
+        mad: Median absolute deviation of the population from its median.
+        scale: Spread used for the outlier test: max(1.4826·MAD, floors).
+        outlier_threshold: population_median + OUTLIER_K · scale.
+        noise_floor: The fp32 reference's deviation from fp64 at this anchor and input.
+        noise_threshold: NOISE_FACTOR · max(noise_floor, metric resolution).
+        outlier: Whether value > outlier_threshold.
+        above_noise: Whether value > noise_threshold.
+    """
+
+    metric: str
+    value: float
+    population_median: float
+    mad: float
+    scale: float
+    outlier_threshold: float
+    noise_floor: float
+    noise_threshold: float
+    outlier: bool
+    above_noise: bool
+
+    @property
+    def threshold(self) -> float:
+        """The value a deviation must exceed to pass both criteria."""
+        return max(self.outlier_threshold, self.noise_threshold)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The oracle's decision on one participant at one anchor for one input.
+
+    Attributes:
+        participant: Participant name.
+        anchor: Anchor name.
+        input_id: Input identifier.
+        primary: The metric that decides (relative L2 by default).
+        secondary: The other metrics, judged by the same rule; they do not change the
+            verdict but show which kinds of deviation corroborate a finding.
+        vs_fp64: The participant's metrics against the fp64 reference.
+        pairwise: True when only two participants were compared at this anchor and
+            input: the consensus is then their midpoint, both deviate from it equally, and
+            the finding goes to the one farther from fp64 (see ``required``).
+        non_finite: Elements that are NaN/inf in the capture but finite in fp64.
+        required: Criteria that must all be exceeded for a finding.
+        exceeded: Criteria the deviation exceeded.
+    """
+
+    participant: str
+    anchor: str
+    input_id: str
+    primary: MetricJudgement
+    secondary: Mapping[str, MetricJudgement]
+    vs_fp64: Mapping[str, float]
+    pairwise: bool
+    non_finite: int
+    required: frozenset[Criterion]
+    exceeded: frozenset[Criterion]
+
+    @property
+    def finding(self) -> bool:
+        """Whether the deviation is a finding."""
+        return Criterion.NON_FINITE in self.exceeded or self.required <= self.exceeded
+
+    @property
+    def passed(self) -> bool:
+        """Whether the participant passed (no finding)."""
+        return not self.finding
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def unmet(self) -> frozenset[Criterion]:
+        """Required criteria the deviation did not exceed (why a non-finding passed)."""
+        return self.required - self.exceeded
+
+    @property
+    def corroborating(self) -> tuple[str, ...]:
+        """Secondary metrics that would also have flagged this deviation."""
+        return tuple(name for name, j in self.secondary.items() if j.above_noise and j.outlier)
+
+    def statistics(self) -> dict[str, float | int | bool | str]:
+        """Flat statistics for reports: the primary metric's numbers and the decision."""
+        p = self.primary
+        return {
+            "metric": p.metric,
+            "value": p.value,
+            "population_median": p.population_median,
+            "mad": p.mad,
+            "scale": p.scale,
+            "outlier_threshold": p.outlier_threshold,
+            "noise_floor": p.noise_floor,
+            "noise_threshold": p.noise_threshold,
+            "vs_fp64": self.vs_fp64.get(p.metric, float("nan")),
+            "pairwise": self.pairwise,
+            "non_finite": self.non_finite,
+            "exceeded": ",".join(sorted(c.value for c in self.exceeded)),
+            "passed": self.passed,
+        }

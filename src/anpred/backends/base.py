@@ -1,0 +1,164 @@
+"""The runner lifecycle every backend implements (after Polygraphy's ``BaseRunner``).
+
+Public methods do the bookkeeping (step tracking, timings, checks); a backend implements
+only the ``*_impl`` hooks. Runners live in worker processes: a backend module may import
+its DL library at module level, but nothing outside ``backends/`` imports a backend module
+except the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from anpred.interchange.export import AnchoredExport
+
+
+class Step(str, Enum):
+    """Where in a participant's life a symptom happened."""
+
+    LOAD = "load"
+    TRANSLATE = "translate"
+    COMPILE = "compile"
+    EXECUTE = "execute"
+    CAPTURE = "capture"
+
+
+class Symptom(str, Enum):
+    """How a participant failed (NNSmith's Symptom pattern)."""
+
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    NON_FINITE = "non-finite"
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """What a runner executes: the anchored export and, for the native torch runner,
+    how to rebuild the zoo model.
+
+    Attributes:
+        export: The anchored ONNX export (graphs + anchor map).
+        zoo_model: Zoo name, or ``None`` for a user's ONNX file.
+        weights: User checkpoint path, or ``None`` for seeded weights.
+        seed: Seed of generated weights.
+        anchor_modules: Module path of every anchor key (``""`` for the output).
+    """
+
+    export: AnchoredExport
+    zoo_model: str | None = None
+    weights: str | None = None
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {"export": self.export.to_dict(), "zoo_model": self.zoo_model,
+                "weights": self.weights, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelJob:
+        """Inverse of :meth:`to_dict`."""
+        return cls(AnchoredExport.from_dict(data["export"]), data.get("zoo_model"),
+                   data.get("weights"), int(data.get("seed", 0)))
+
+
+@dataclass
+class Capture:
+    """One participant's anchors for one input: arrays plus the layout of each."""
+
+    arrays: dict[str, np.ndarray]
+    layouts: dict[str, str] = field(default_factory=dict)
+
+
+class Runner(ABC):
+    """A library executing one model; one instance per worker process.
+
+    Args:
+        settings: Participant settings (dtype, threads, configuration toggles).
+    """
+
+    #: Library name (registry key, e.g. ``"onnxruntime"``).
+    library: str = ""
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        self.settings = dict(settings or {})
+        self.step = Step.LOAD
+        self.timings: dict[str, float] = {}
+        self._job: ModelJob | None = None
+
+    def _timed(self, name: str, start: float) -> None:
+        self.timings[name] = round(time.perf_counter() - start, 4)
+
+    def activate(self, job: ModelJob) -> None:
+        """Load, translate and compile the model (steps recorded for symptoms)."""
+        self._job = job
+        start = time.perf_counter()
+        self.step = Step.LOAD
+        self.activate_impl(job)
+        self._timed("load", start)
+
+    def infer(self, feed: np.ndarray) -> Capture:
+        """Run the anchored model on one input and return every anchor."""
+        self.step = Step.EXECUTE
+        start = time.perf_counter()
+        capture = self.infer_impl(feed)
+        self._timed("first_inference" if "first_inference" not in self.timings else "inference",
+                    start)
+        self.step = Step.CAPTURE
+        return capture
+
+    def infer_plain(self, feed: np.ndarray) -> np.ndarray:
+        """Run the model without anchors exposed and return the final output (observer check)."""
+        self.step = Step.EXECUTE
+        return self.infer_plain_impl(feed)
+
+    def isolate(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
+        """Stage isolation: recompute every anchor from the given upstream anchor values.
+
+        Every anchor tensor consumed downstream is replaced by ``anchors[key]`` (the fp64
+        reference rounded to float32), so each returned anchor holds only the error its
+        own stage introduces. One inference covers all stages.
+        """
+        self.step = Step.EXECUTE
+        start = time.perf_counter()
+        capture = self.isolate_impl(feed, anchors)
+        self._timed("isolation", start)
+        return capture
+
+    @property
+    def job(self) -> ModelJob:
+        """The activated job."""
+        if self._job is None:
+            raise RuntimeError("runner is not activated")
+        return self._job
+
+    @abstractmethod
+    def activate_impl(self, job: ModelJob) -> None:
+        """Load/translate/compile; set ``self.step`` as it goes."""
+
+    @abstractmethod
+    def infer_impl(self, feed: np.ndarray) -> Capture:
+        """Anchored inference."""
+
+    @abstractmethod
+    def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
+        """Plain inference."""
+
+    @abstractmethod
+    def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
+        """Stage-isolated inference."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """Library version."""
+
+    def describe_settings(self) -> dict[str, Any]:
+        """Settings as run (defaults filled in)."""
+        return dict(self.settings)

@@ -1,0 +1,70 @@
+"""onnxruntime: executes the anchored ONNX graph directly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from anpred.backends.base import Capture, ModelJob, Runner, Step
+from anpred.backends.registry import register_runner
+from anpred.interchange.isolation import fed_name, isolation_model
+
+#: ``settings["optimization"]`` values and the onnxruntime levels they select.
+OPT_LEVELS = {
+    "O0": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "O1": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "O2": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "O3": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@register_runner("onnxruntime")
+class OnnxRuntimeRunner(Runner):
+    """onnxruntime CPUExecutionProvider; settings: ``threads``, ``optimization`` (O0..O3)."""
+
+    library = "onnxruntime"
+
+    def _session(self, model: str | bytes) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(self.settings.get("threads", 1))
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = OPT_LEVELS[self.settings.get("optimization", "O3")]
+        options.log_severity_level = 3
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+    def activate_impl(self, job: ModelJob) -> None:
+        self.step = Step.COMPILE
+        self.session = self._session(str(job.export.anchored_path))
+        self.plain = self._session(str(job.export.plain_path))
+        self.names = [a.onnx_name for a in job.export.anchors]
+        self._isolation: tuple[ort.InferenceSession, list[str]] | None = None
+
+    def infer_impl(self, feed: np.ndarray) -> Capture:
+        values = self.session.run(self.names, {self.job.export.input_name: feed})
+        return Capture({a.key: v for a, v in zip(self.job.export.anchors, values, strict=True)})
+
+    def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
+        return self.plain.run(None, {self.job.export.input_name: feed})[0]
+
+    def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
+        if self._isolation is None:
+            model, consumed = isolation_model(onnx.load(self.job.export.anchored_path), self.names)
+            self._isolation = (self._session(model.SerializeToString()), consumed)
+        session, consumed = self._isolation
+        by_name = {a.onnx_name: a.key for a in self.job.export.anchors}
+        feeds: dict[str, Any] = {self.job.export.input_name: feed}
+        feeds.update({fed_name(n): anchors[by_name[n]] for n in consumed})
+        values = session.run(self.names, feeds)
+        return Capture({a.key: v for a, v in zip(self.job.export.anchors, values, strict=True)})
+
+    def version(self) -> str:
+        return ort.__version__
+
+    def describe_settings(self) -> dict[str, Any]:
+        return {"threads": int(self.settings.get("threads", 1)),
+                "optimization": self.settings.get("optimization", "O3"),
+                "provider": "CPUExecutionProvider"}

@@ -1,0 +1,76 @@
+"""OpenVINO: compiles the anchored ONNX graph for the CPU plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+import openvino as ov
+
+from anpred.backends.base import Capture, ModelJob, Runner, Step
+from anpred.backends.registry import register_runner
+from anpred.interchange.isolation import fed_name, isolation_model
+
+
+@register_runner("openvino")
+class OpenVinoRunner(Runner):
+    """OpenVINO CPU plugin; settings: ``threads``, ``precision`` (f32 default, bf16/f16).
+
+    The precision hint is always set explicitly: on CPUs with bf16 support OpenVINO would
+    otherwise pick bf16 by itself.
+    """
+
+    library = "openvino"
+
+    def _compile(self, model: Any) -> Any:
+        config = {
+            "INFERENCE_PRECISION_HINT": self.settings.get("precision", "f32"),
+            "INFERENCE_NUM_THREADS": int(self.settings.get("threads", 1)),
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        return self.core.compile_model(model, "CPU", config)
+
+    def activate_impl(self, job: ModelJob) -> None:
+        self.core = ov.Core()
+        model = self.core.read_model(str(job.export.anchored_path))
+        self.step = Step.COMPILE
+        self.compiled = self._compile(model)
+        self.plain = self._compile(self.core.read_model(str(job.export.plain_path)))
+        self.names = [a.onnx_name for a in job.export.anchors]
+        self._isolation: tuple[Any, list[str]] | None = None
+
+    def _run(self, compiled: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
+        result = compiled(dict(feeds))
+        by_name = {}
+        for port, value in result.items():
+            for name in port.get_names():
+                by_name[name] = np.array(value)
+        return Capture({a.key: by_name[a.onnx_name] for a in self.job.export.anchors})
+
+    def infer_impl(self, feed: np.ndarray) -> Capture:
+        return self._run(self.compiled, {self.job.export.input_name: feed})
+
+    def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
+        result = self.plain({self.job.export.input_name: feed})
+        return np.array(next(iter(result.values())))
+
+    def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
+        if self._isolation is None:
+            model, consumed = isolation_model(onnx.load(self.job.export.anchored_path), self.names)
+            ov_model = self.core.read_model(model.SerializeToString(), b"")
+            self._isolation = (self._compile(ov_model), consumed)
+        compiled, consumed = self._isolation
+        by_name = {a.onnx_name: a.key for a in self.job.export.anchors}
+        feeds = {self.job.export.input_name: feed}
+        feeds.update({fed_name(n): anchors[by_name[n]] for n in consumed})
+        return self._run(compiled, feeds)
+
+    def version(self) -> str:
+        return ov.get_version()
+
+    def describe_settings(self) -> dict[str, Any]:
+        return {"threads": int(self.settings.get("threads", 1)),
+                "precision": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+                if hasattr(self, "compiled") else self.settings.get("precision", "f32")}

@@ -1,0 +1,69 @@
+"""Execution of the anchored ONNX graph through anpred's translators for one library."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from anpred.backends.base import Capture, ModelJob
+from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.translate.graph import GraphProgram, NodeHook
+
+
+class TranslatedProgram:
+    """The anchored, plain and (lazily) isolation graphs of a job, translated to a library.
+
+    Args:
+        library: Translator package name under ``anpred.translate``.
+        job: The model job.
+        settings: Adapter settings (dtype, layout, jit, threads, ...).
+        hook: Optional per-node hook (fault injection) applied to every graph.
+    """
+
+    def __init__(self, library: str, job: ModelJob, settings: Mapping[str, Any],
+                 hook: NodeHook | None = None) -> None:
+        package = importlib.import_module(f"anpred.translate.{library}")
+        self.adapter = package.make_adapter(settings)
+        self.job = job
+        self.hook = hook
+        self.names = [a.onnx_name for a in job.export.anchors]
+        self.anchored = GraphProgram(onnx.load(job.export.anchored_path), self.adapter,
+                                     outputs=self.names, hook=hook)
+        self.plain = GraphProgram(onnx.load(job.export.plain_path), self.adapter, hook=hook)
+        self._isolation: tuple[GraphProgram, list[str]] | None = None
+
+    def _capture(self, values: Mapping[str, Any]) -> Capture:
+        capture = Capture({})
+        for anchor in self.job.export.anchors:
+            value = values[anchor.onnx_name]
+            capture.arrays[anchor.key] = np.asarray(self.adapter.to_numpy(value))
+            capture.layouts[anchor.key] = self.adapter.layout(value)
+        return capture
+
+    def infer(self, feed: np.ndarray) -> Capture:
+        """Anchored inference."""
+        return self._capture(self.anchored.run({self.job.export.input_name: feed}))
+
+    def infer_plain(self, feed: np.ndarray) -> np.ndarray:
+        """Plain inference, final output in NCHW-free form (outputs are not 4-D images)."""
+        (value,) = self.plain.run({self.job.export.input_name: feed}).values()
+        return np.asarray(self.adapter.to_numpy(value))
+
+    def isolate(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
+        """Stage-isolated inference (see :mod:`anpred.interchange.isolation`)."""
+        export = self.job.export
+        if self._isolation is None:
+            model, consumed = isolation_model(onnx.load(export.anchored_path), self.names)
+            feeds = [export.input_name, *(fed_name(n) for n in consumed)]
+            program = GraphProgram(model, self.adapter, outputs=self.names, feeds=feeds,
+                                   hook=self.hook)
+            self._isolation = (program, consumed)
+        program, consumed = self._isolation
+        by_name = {a.onnx_name: a.key for a in export.anchors}
+        feeds_np = {export.input_name: feed}
+        feeds_np.update({fed_name(n): anchors[by_name[n]] for n in consumed})
+        return self._capture(program.run(feeds_np))

@@ -1,0 +1,163 @@
+"""The subcommands of ``anpred`` and their flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from anpred.errors import UsageError
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """List the zoo (built in a torch worker process)."""
+    from anpred.execution.pool import worker_env
+    from anpred.participants import is_available
+
+    if not is_available("torch"):
+        raise UsageError("the model zoo needs torch; install it with: pip install 'anpred[torch]'")
+    proc = subprocess.run([sys.executable, "-m", "anpred.zoo.describe"], capture_output=True,
+                          text=True, env=worker_env(2))
+    if proc.returncode != 0:
+        raise UsageError(f"could not build the zoo: {proc.stderr.strip().splitlines()[-1:]}")
+    models = json.loads(proc.stdout.strip().splitlines()[-1])
+    if args.json:
+        print(json.dumps(models, indent=1))
+        return 0
+    rows = [[m["name"], m["family"], m["source"], f"{m['parameters'] / 1e6:.1f}M",
+             f"{m['input_size']}x{m['input_size']}", str(m["anchors"]["stage"]),
+             str(m["anchors"]["layer"]), m["weights"] + (f"; {m['notes']}" if m["notes"] else "")]
+            for m in models]
+    print(_table(rows, ["model", "family", "source", "params", "input", "stage anchors",
+                        "layer anchors", "default weights"]))
+    return 0
+
+
+def cmd_libs(args: argparse.Namespace) -> int:
+    """List libraries, versions, availability and configurations (no library is imported)."""
+    import importlib.metadata
+
+    from anpred.participants import CONFIGURATIONS, LIBRARIES, is_available
+
+    dists = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino",
+             "tensorflow": "tensorflow-cpu", "jax": "jax", "paddle": "paddlepaddle"}
+    rows, data = [], []
+    for lib, (_, extra) in LIBRARIES.items():
+        available = is_available(lib)
+        try:
+            version = importlib.metadata.version(dists[lib]) if available else "-"
+        except importlib.metadata.PackageNotFoundError:
+            version = "?"
+        configs = [f"{lib}[{c}]" if c else lib for c in CONFIGURATIONS[lib]]
+        state = "available" if available else f"missing (pip install 'anpred[{extra}]')"
+        rows.append([lib, version, state, ", ".join(configs)])
+        data.append({"library": lib, "version": version, "available": available,
+                     "extra": extra, "participants": {n: CONFIGURATIONS[lib][c] for n, c in
+                                                      zip(configs, CONFIGURATIONS[lib], strict=True)}})
+    if args.json:
+        print(json.dumps(data, indent=1))
+    else:
+        print(_table(rows, ["library", "version", "status", "participants (--libs)"]))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run an anchor-level analysis."""
+    from anpred.pipeline.options import RunOptions
+    from anpred.pipeline.run import run
+    from anpred.report.terminal import print_summary
+
+    if args.images is not None and args.images < 1:
+        raise UsageError("--images must be at least 1")
+    options = RunOptions(
+        model=args.model, libs=tuple(args.libs.split(",")), images=args.images or 2,
+        image_paths=tuple(args.image or ()), granularity=args.granularity,
+        anchors=tuple(args.anchors or ()), weights=args.weights, seed=args.seed,
+        synthetic=args.synthetic, isolation=not args.no_isolation,
+    )
+    out = Path(args.out or f"runs/{Path(args.model).stem}")
+    outcome = run(options, out, threads=args.threads, parallel=args.parallel,
+                  timeout=args.timeout)
+    print_summary(outcome.summary, outcome.run_dir)
+    return outcome.exit_code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Re-render the report of a finished or interrupted run."""
+    from anpred.pipeline.analyse import analyse
+    from anpred.report.html import write_report
+    from anpred.report.terminal import print_summary
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "run.json").exists():
+        raise UsageError(f"{str(run_dir)!r} is not an anpred run directory (no run.json)")
+    summary = analyse(run_dir)
+    from anpred.execution.layout import write_json
+
+    write_json(run_dir / "summary.json", summary)
+    write_report(run_dir, summary)
+    print_summary(summary, run_dir)
+    return 0
+
+
+def add_all(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register every subcommand."""
+    models = sub.add_parser("models", help="list the model zoo with anchor counts")
+    models.add_argument("--json", action="store_true", help="print JSON")
+    models.set_defaults(handler=cmd_models)
+
+    libs = sub.add_parser("libs", help="list libraries, versions and participant configurations")
+    libs.add_argument("--json", action="store_true", help="print JSON")
+    libs.set_defaults(handler=cmd_libs)
+
+    run = sub.add_parser("run", help="run an anchor-level analysis of a model across libraries",
+                         description="Run every participant on the inputs in its own worker "
+                         "process, plus the fp64 reference; align anchors, judge them with the "
+                         "consensus oracle, localize and characterize errors, run the output-level "
+                         "baselines, and write the run directory and report.")
+    run.add_argument("model", help="zoo model name (see `anpred models`) or path to an .onnx file")
+    what = run.add_argument_group("participants and inputs")
+    what.add_argument("--libs", default="all",
+                      help="comma-separated participants, e.g. torch,onnxruntime,tensorflow[xla] "
+                      "(see `anpred libs`); 'all' = every installed library (default)")
+    what.add_argument("--images", type=int, default=None,
+                      help="number of bundled photographs to use (default 2)")
+    what.add_argument("--image", action="append", metavar="PATH",
+                      help="an input image file (repeatable); replaces the bundled photographs")
+    what.add_argument("--synthetic", type=int, default=0,
+                      help="add N seeded synthetic images (default 0)")
+    model = run.add_argument_group("model and anchors")
+    model.add_argument("--granularity", choices=("stage", "layer"), default="stage",
+                       help="anchor plan: stage boundaries (default) or every top-level layer")
+    model.add_argument("--anchors", nargs="+", metavar="NAME",
+                       help="anchor module paths (zoo model) or tensor names (ONNX file)")
+    model.add_argument("--weights", metavar="PATH",
+                       help="checkpoint to load (torch state_dict or ultralytics .pt); "
+                       "default: deterministic weights from --seed")
+    model.add_argument("--seed", type=int, default=0, help="seed of generated weights (default 0)")
+    model.add_argument("--no-isolation", action="store_true",
+                       help="skip stage isolation (introduced error per stage)")
+    where = run.add_argument_group("execution and output")
+    where.add_argument("--out", metavar="DIR",
+                       help="run directory (default runs/<model>); an existing run with the same "
+                       "settings is resumed")
+    where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    where.add_argument("--parallel", type=int, default=2,
+                       help="workers running at once (default 2)")
+    where.add_argument("--timeout", type=float, default=None,
+                       help="seconds per worker before it counts as hung (default 900 + 120/input)")
+    run.set_defaults(handler=cmd_run)
+
+    report = sub.add_parser("report", help="re-render the report of a run directory")
+    report.add_argument("run_dir", help="a run directory written by `anpred run`")
+    report.set_defaults(handler=cmd_report)

@@ -1,0 +1,62 @@
+"""The ``anpred`` command: one entry point, subcommands (``models``, ``libs``, ``run``, ``report``).
+
+Exit codes: 0 no findings; 1 findings; 2 usage or input error; 3 a participant failed
+(crash, timeout or error). Errors are one line; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from anpred import __version__
+from anpred.errors import AnpredError
+
+EXIT_CODES = """exit codes:
+  0  no findings
+  1  findings (a participant deviates from the population at some anchor)
+  2  usage or input error (unknown model, missing library, bad file, ...)
+  3  a participant failed (crash, timeout or error); the others' results are kept"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser (subcommands register themselves here)."""
+    from anpred.cli import commands
+
+    parser = argparse.ArgumentParser(
+        prog="anpred",
+        description="Find where deep-learning libraries introduce numerical precision errors "
+        "into a model, and how they propagate to the output.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"anpred {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_all(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except AnpredError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"anpred: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("anpred: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

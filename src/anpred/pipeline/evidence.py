@@ -1,0 +1,136 @@
+"""Streaming pass over a run's captures: align, assess, isolate — one input at a time.
+
+Each (participant, input) capture file is opened lazily (``np.load`` on ``.npz`` reads one
+array per access), so memory holds one anchor of every participant at a time, never a
+whole run. The pass returns small records only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anpred.analysis.alignment import AlignmentError, align
+from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
+from anpred.execution.layout import PLAIN_KEY, capture_done, participant_dir, read_json
+from anpred.localization.dimension import dimension_profile, elementwise_error
+from anpred.localization.stage_error import relative_l2
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class RunEvidence:
+    """What the streaming pass collects (all small)."""
+
+    evidence: dict[str, list[AnchorEvidence]] = field(default_factory=dict)
+    outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    references: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    introduced: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    dimension: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    alignment: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    unaligned: list[dict[str, str]] = field(default_factory=list)
+    observer: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class _Captures:
+    """Lazy access to one participant's capture of one input."""
+
+    def __init__(self, folder: Path, input_id: str, kind: str = "capture") -> None:
+        self.meta = read_json(folder / f"{input_id}.{kind}.json")
+        self.data = np.load(folder / f"{input_id}.{kind}.npz")
+
+    def layout(self, key: str) -> str | None:
+        return self.meta.get("layouts", {}).get(key)
+
+    def close(self) -> None:
+        self.data.close()
+
+
+def _open(folder: Path, input_id: str, kind: str) -> _Captures | None:
+    return _Captures(folder, input_id, kind) if capture_done(folder, input_id, kind) else None
+
+
+def _dimension_record(x: np.ndarray, ref: np.ndarray) -> dict[str, Any] | None:
+    if x.ndim < 2 or x.shape[1] < 2:
+        return None
+    axis = 1 if x.ndim != 3 or x.shape[1] > x.shape[2] or x.ndim == 4 else -1
+    profile = dimension_profile(elementwise_error(x, ref), channel_axis=axis)
+    data = profile.to_dict()
+    return {k: data[k] for k in ("top_channel_share", "border_interior_ratio", "top_channels")
+            if k in data}
+
+
+def collect(run_dir: Path, participants: Sequence[str], reference64: str, reference32: str,
+            anchors: Sequence[str], input_ids: Sequence[str], params: OracleParams,
+            say: Say) -> RunEvidence:
+    """Align and assess every (anchor, input); gather stage-isolation and dimension data."""
+    result = RunEvidence(evidence={a: [] for a in anchors})
+    ref_folder = participant_dir(run_dir, reference64)
+    for index, input_id in enumerate(input_ids):
+        say(f"  analyse input {index + 1}/{len(input_ids)}: {input_id}")
+        ref = _open(ref_folder, input_id, "capture")
+        if ref is None:
+            result.unaligned.append({"input": input_id, "reason": "no fp64 reference capture"})
+            continue
+        opened = {p: _open(participant_dir(run_dir, p), input_id, "capture") for p in participants}
+        isolated = {p: _open(participant_dir(run_dir, p), input_id, "isolated")
+                    for p in participants}
+        present = {p: c for p, c in opened.items() if c is not None}
+        for p, c in present.items():
+            result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
+        try:
+            for anchor in anchors:
+                fp64 = ref.data[anchor].astype(np.float64)
+                aligned: dict[str, np.ndarray] = {}
+                for p, c in present.items():
+                    try:
+                        a = align(c.data[anchor], fp64.shape, c.layout(anchor), reference=fp64)
+                    except AlignmentError as err:
+                        result.unaligned.append({"participant": p, "anchor": anchor,
+                                                 "input": input_id, "reason": str(err)})
+                        continue
+                    aligned[p] = a.values
+                    result.alignment.setdefault(p, {}).setdefault(anchor, list(a.steps))
+                    dim = _dimension_record(a.values, fp64)
+                    if dim is not None:
+                        result.dimension[(p, anchor, input_id)] = dim
+                    iso = isolated.get(p)
+                    if iso is not None:
+                        xi = align(iso.data[anchor], fp64.shape, iso.layout(anchor)).values
+                        result.introduced.setdefault((p, input_id), {})[anchor] = relative_l2(xi, fp64)
+                if reference32 not in aligned or len(aligned) < 2:
+                    result.unaligned.append({"anchor": anchor, "input": input_id,
+                                             "reason": "fewer than two participants or no fp32 reference"})
+                    continue
+                result.evidence[anchor].append(
+                    assess(anchor, input_id, aligned, aligned[reference32], fp64, params=params))
+                if anchor == anchors[-1]:
+                    result.outputs[input_id] = aligned
+                    result.references[input_id] = (aligned[reference32], fp64)
+        finally:
+            ref.close()
+            for c in list(present.values()) + [i for i in isolated.values() if i is not None]:
+                c.close()
+    return result
+
+
+def plain_output(run_dir: Path, participant: str, input_id: str) -> np.ndarray | None:
+    """The participant's final output computed without anchors (observer-effect run)."""
+    folder = participant_dir(run_dir, participant)
+    if not capture_done(folder, input_id):
+        return None
+    with np.load(folder / f"{input_id}.capture.npz") as data:
+        return data[PLAIN_KEY] if PLAIN_KEY in data.files else None
+
+
+def observer_summary(records: Mapping[str, Any]) -> dict[str, Any]:
+    """Aggregate per-input observer records of one participant."""
+    valid = [r for r in records.values() if r]
+    diffs = [r["max_abs_diff"] for r in valid if r.get("max_abs_diff") is not None]
+    return {"inputs": len(valid), "identical": all(r.get("identical") for r in valid),
+            "max_abs_diff": max(diffs) if diffs else None}

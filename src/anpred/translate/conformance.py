@@ -1,0 +1,470 @@
+"""Op conformance suite: every library's translators, op by op, against float64 ONNX.
+
+Each case of :mod:`anpred.translate.conformance_catalog` is a one-node ONNX model. Its
+reference is :class:`onnx.reference.ReferenceEvaluator` run on a float64 copy of the model
+and of the (float32-representable) inputs. A library's translation of the float32 model is
+compared with that reference in two deviation metrics, relative L2
+(``||y - ref|| / ||ref||``) and max-abs relative (``max|y - ref| / max|ref|``).
+
+Tolerance rule (one rule for every op, never tuned per op):
+
+* For each case and output the **float32 noise** is measured: the deviation from the
+  float64 reference of two independent float32 executions of the same model, onnxruntime
+  and the ONNX reference evaluator; per metric, the larger of the two is the noise.
+* A library passes when, in both metrics,
+  ``deviation <= max(TOLERANCE_FACTOR * noise, NOISE_FLOOR)``.
+* :data:`TOLERANCE_FACTOR` = 10: a third correct float32 implementation may sum in another
+  order or use other vectorised approximations of exp/erf/tanh, which moves its error by a
+  small factor from the two implementations measured; an order of magnitude separates that
+  from a semantic error (wrong padding, wrong epsilon, wrong rounding mode), which shows up
+  as deviations of 1e-3 and more.
+* :data:`NOISE_FLOOR` = ``FLOOR_ULPS`` (4) float32 epsilons (4.8e-7): where both float32
+  executions are exact (Relu, Reshape, Gather ...) the noise is 0, and the floor admits a
+  library that rounds a few ulps differently without admitting any semantic error.
+* A noise above :data:`NOISE_CEILING` (1e-4) means the float32 executions disagree with the
+  reference about semantics; the case is reported as an error rather than judged.
+
+Where the ONNX reference evaluator is known to be wrong for a variant (see the catalogue),
+the case names onnxruntime, run on the float64 model, as its reference instead.
+
+Layouts: when the adapter reports a channels-last layout (``"NHWC"``) for an output, it is
+moved back to channels-first before comparison.
+
+Command line::
+
+    python -m anpred.translate.conformance --library jax [--json out.json] [--ops Conv,Relu]
+
+prints one row per case and exits 1 when a case fails, errors, or (unless
+``--allow-missing``) has no translator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anpred.translate.conformance_cases import (
+    OpCase,
+    all_cases,
+    build_model,
+    case_feeds,
+    output_names,
+)
+
+#: Tolerance = TOLERANCE_FACTOR x measured float32 noise (see the module docstring).
+TOLERANCE_FACTOR = 10.0
+#: Ulps of float32 granted when the measured noise is smaller (e.g. exactly 0).
+FLOOR_ULPS = 4
+#: Lowest tolerance, in both metrics: FLOOR_ULPS float32 epsilons.
+NOISE_FLOOR = FLOOR_ULPS * float(np.finfo(np.float32).eps)
+#: Measured noise above this means a float32 execution disagrees with the reference about
+#: the op's semantics (the largest genuine noise of the catalogue is below 1e-6); such a
+#: case is an error, never a pass under an inflated tolerance.
+NOISE_CEILING = 1e-4
+
+LIBRARIES = ("torch", "tensorflow", "jax", "paddle")
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """How far one tensor lies from its reference.
+
+    Attributes:
+        rel_l2: ``||y - ref||_2 / ||ref||_2`` (``inf`` when ``ref`` is 0 and ``y`` is not).
+        max_abs_rel: ``max|y - ref| / max|ref|`` (same convention).
+    """
+
+    rel_l2: float
+    max_abs_rel: float
+
+    def worst(self, other: Deviation) -> Deviation:
+        """Return the element-wise maximum of two deviations."""
+        return Deviation(max(self.rel_l2, other.rel_l2), max(self.max_abs_rel, other.max_abs_rel))
+
+
+def _ratio(num: float, den: float) -> float:
+    if den > 0:
+        return num / den
+    return 0.0 if num == 0 else math.inf
+
+
+def deviation(actual: np.ndarray, reference: np.ndarray) -> Deviation:
+    """Measure ``actual`` against ``reference`` (same shape) in float64."""
+    ref = np.asarray(reference, dtype=np.float64)
+    diff = np.asarray(actual, dtype=np.float64) - ref
+    if ref.size == 0:
+        return Deviation(0.0, 0.0)
+    if not np.all(np.isfinite(diff)):
+        return Deviation(math.inf, math.inf)
+    return Deviation(
+        _ratio(float(np.linalg.norm(diff)), float(np.linalg.norm(ref))),
+        _ratio(float(np.max(np.abs(diff))), float(np.max(np.abs(ref)))),
+    )
+
+
+def tolerance(noise: float) -> float:
+    """The tolerance granted for one metric given its measured float32 noise."""
+    return max(TOLERANCE_FACTOR * noise, NOISE_FLOOR)
+
+
+@dataclass(frozen=True)
+class CaseReference:
+    """Float64 reference outputs of a case and the float32 noise around them.
+
+    Attributes:
+        outputs: Reference outputs (ReferenceEvaluator, float64 model).
+        noise: Per output, the worst deviation of the float32 executions.
+        notes: What could not be measured (e.g. onnxruntime rejected the model).
+    """
+
+    outputs: tuple[np.ndarray, ...]
+    noise: tuple[Deviation, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return [np.asarray(v) for v in session.run(None, dict(feeds))]
+
+
+@cache
+def _evaluator_fixes() -> tuple[type, ...]:
+    """Op implementations that replace the reference evaluator's own.
+
+    onnx 1.23 evaluates Erf as ``np.vectorize(math.erf, otypes=["f"])``: float32 even for
+    float64 inputs, which would make the float64 reference of Erf float32-accurate.
+    """
+    from onnx.reference.ops._op import OpRunUnaryNum
+
+    class Erf(OpRunUnaryNum):
+        op_domain = ""
+
+        def _run(self, x: np.ndarray) -> tuple[np.ndarray]:
+            return (np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),)
+
+    return (Erf,)
+
+
+def evaluate(model: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Run ``model`` with the ONNX reference evaluator (with :func:`_evaluator_fixes`)."""
+    from onnx.reference import ReferenceEvaluator
+
+    evaluator = ReferenceEvaluator(model, new_ops=list(_evaluator_fixes()))
+    return [np.asarray(v) for v in evaluator.run(None, dict(feeds))]
+
+
+def measure_reference(case: OpCase, use_onnxruntime: bool = True) -> CaseReference:
+    """Compute the float64 reference of ``case`` and its float32 noise.
+
+    Args:
+        case: The case.
+        use_onnxruntime: Include onnxruntime among the float32 executions (off only where a
+            process must not load it, e.g. DL-free unit tests; cases whose reference is
+            onnxruntime load it regardless).
+
+    Returns:
+        The reference outputs and per-output noise.
+    """
+    model64, feeds64 = build_model(case, np.float64), case_feeds(case, np.float64)
+    if case.reference == "onnxruntime":
+        reference = _onnxruntime_outputs(model64, feeds64)
+    else:
+        reference = evaluate(model64, feeds64)
+    model32, feeds32 = build_model(case, np.float32), case_feeds(case, np.float32)
+    executions: dict[str, Callable[[], list[np.ndarray]]] = {}
+    if case.reference == "onnx":  # else the evaluator is known to be wrong for this case
+        executions["reference evaluator"] = lambda: evaluate(model32, feeds32)
+    if use_onnxruntime:
+        executions["onnxruntime"] = lambda: _onnxruntime_outputs(model32, feeds32)
+    noise = [Deviation(0.0, 0.0) for _ in reference]
+    notes = []
+    for source, execute in executions.items():
+        try:
+            outputs = execute()
+        except Exception as exc:  # noqa: BLE001 - a noise source may not support a case
+            notes.append(f"{source} float32 failed: {type(exc).__name__}")
+            continue
+        for index, (out, ref) in enumerate(zip(outputs, reference, strict=True)):
+            if np.shape(out) != ref.shape:
+                notes.append(f"{source} float32 shape {np.shape(out)} != {ref.shape}")
+                continue
+            noise[index] = noise[index].worst(deviation(np.asarray(out), ref))
+    return CaseReference(tuple(reference), tuple(noise), tuple(notes))
+
+
+class CaseStatus(Enum):
+    """Outcome of one case for one library."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    MISSING = "missing"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case run through one library's translators.
+
+    Attributes:
+        op: ONNX op type.
+        case_id: Case name.
+        library: Library name.
+        status: Outcome.
+        rel_l2: Relative L2 deviation from the float64 reference (worst output).
+        max_abs_rel: Max-abs relative deviation (same output).
+        rel_l2_tol: Tolerance of ``rel_l2``.
+        max_abs_tol: Tolerance of ``max_abs_rel``.
+        noise_rel_l2: Measured float32 noise, relative L2.
+        noise_max_abs_rel: Measured float32 noise, max-abs relative.
+        message: Why a case failed, errored or is missing, and measurement notes.
+    """
+
+    op: str
+    case_id: str
+    library: str
+    status: CaseStatus
+    rel_l2: float | None = None
+    max_abs_rel: float | None = None
+    rel_l2_tol: float | None = None
+    max_abs_tol: float | None = None
+    noise_rel_l2: float | None = None
+    noise_max_abs_rel: float | None = None
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the case passed."""
+        return self.status is CaseStatus.PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict (``inf`` deviations become the string "inf")."""
+        record = asdict(self)
+        record["status"] = self.status.value
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                record[key] = str(value)
+        return record
+
+
+def _to_onnx_layout(adapter: Any, value: Any) -> np.ndarray:
+    layout = adapter.layout(value)
+    array = np.asarray(adapter.to_numpy(value))
+    if layout.startswith("NC") or array.ndim < 3:
+        return array
+    if layout[0] == "N" and layout[-1] == "C" and len(layout) == array.ndim:
+        return np.moveaxis(array, -1, 1)
+    raise ValueError(f"unknown layout {layout!r} for a {array.ndim}-D output")
+
+
+def _compare(
+    op: str, case_id: str, library: str, actual: Sequence[np.ndarray], reference: CaseReference
+) -> CaseResult:
+    worst: tuple[float, Deviation, Deviation] | None = None
+    messages = list(reference.notes)
+    status = CaseStatus.PASSED
+    for index, (out, ref, noise) in enumerate(
+        zip(actual, reference.outputs, reference.noise, strict=True)
+    ):
+        if out.shape != ref.shape:
+            return CaseResult(op, case_id, library, CaseStatus.FAILED,
+                              message=f"output {index}: shape {out.shape} != {ref.shape}")  # fmt: skip
+        kinds = {out.dtype.kind, ref.dtype.kind}
+        if kinds != {ref.dtype.kind} and kinds != {"i", "u"}:
+            return CaseResult(op, case_id, library, CaseStatus.FAILED,
+                              message=f"output {index}: dtype {out.dtype} != {ref.dtype}")  # fmt: skip
+        if max(noise.rel_l2, noise.max_abs_rel) > NOISE_CEILING:
+            return CaseResult(op, case_id, library, CaseStatus.ERROR,
+                              message=f"output {index}: float32 executions disagree with the "
+                              f"reference (noise {noise.rel_l2:.1e}); the reference is suspect")  # fmt: skip
+        dev = deviation(out, ref)
+        tol = Deviation(tolerance(noise.rel_l2), tolerance(noise.max_abs_rel))
+        score = max(_ratio(dev.rel_l2, tol.rel_l2), _ratio(dev.max_abs_rel, tol.max_abs_rel))
+        if not (dev.rel_l2 <= tol.rel_l2 and dev.max_abs_rel <= tol.max_abs_rel):
+            status = CaseStatus.FAILED
+            messages.insert(0, f"output {index} beyond tolerance")
+        if worst is None or score > worst[0]:
+            worst = (score, dev, noise)
+    assert worst is not None
+    _, dev, noise = worst
+    return CaseResult(
+        op, case_id, library, status, dev.rel_l2, dev.max_abs_rel,
+        tolerance(noise.rel_l2), tolerance(noise.max_abs_rel), noise.rel_l2, noise.max_abs_rel,
+        "; ".join(messages),
+    )  # fmt: skip
+
+
+def check_case(case: OpCase, adapter: Any, reference: CaseReference) -> CaseResult:
+    """Run ``case`` through ``adapter``'s library and judge it against ``reference``.
+
+    Args:
+        case: The case.
+        adapter: A :class:`~anpred.translate.adapter.LibraryAdapter` whose translators are
+            registered.
+        reference: The case's float64 reference and noise.
+
+    Returns:
+        The case's result (missing translators and exceptions become results too).
+    """
+    from anpred.errors import MissingTranslatorError
+    from anpred.translate.graph import GraphProgram
+
+    library = adapter.name
+    try:
+        program = GraphProgram(build_model(case, np.float32), adapter)
+        values = program.run(case_feeds(case, np.float32))
+        actual = [_to_onnx_layout(adapter, values[name]) for name in output_names(case)]
+    except MissingTranslatorError as exc:
+        return CaseResult(case.op, case.case_id, library, CaseStatus.MISSING, message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any library failure is this case's result
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        return CaseResult(case.op, case.case_id, library, CaseStatus.ERROR,
+                          message=f"{type(exc).__name__}: {first_line}")  # fmt: skip
+    return _compare(case.op, case.case_id, library, actual, reference)
+
+
+def run_cases(
+    cases: Sequence[OpCase],
+    adapter: Any,
+    references: Mapping[str, CaseReference],
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Run every case through one adapter (in this process).
+
+    Args:
+        cases: The cases.
+        adapter: The library adapter.
+        references: Reference of every case, by :attr:`OpCase.key`.
+        on_result: Called with each result as soon as it is known (progress).
+
+    Returns:
+        One result per case, in order.
+    """
+    results = []
+    for case in cases:
+        result = check_case(case, adapter, references[case.key])
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
+
+
+def make_library_adapter(library: str, settings: Mapping[str, Any] | None = None) -> Any:
+    """Import ``anpred.translate.<library>`` (registering its translators); return its adapter.
+
+    Raises:
+        UsageError: When the library has no translator package.
+    """
+    from anpred.errors import UsageError
+
+    package = f"anpred.translate.{library}"
+    try:
+        module = importlib.import_module(package)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and package.startswith(exc.name):
+            raise UsageError(f"library '{library}' has no translator package {package}") from exc
+        raise
+    return module.make_adapter(settings)
+
+
+def run_library(
+    library: str,
+    settings: Mapping[str, Any] | None = None,
+    ops: Sequence[str] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Run the conformance suite for one library in the current process.
+
+    The references (and onnxruntime) are computed before the library is imported.
+
+    Args:
+        library: ``torch``, ``tensorflow``, ``jax`` or ``paddle``.
+        settings: Adapter settings (e.g. ``{"dtype": "float64"}``).
+        ops: Only these op types (default: every op of the catalogue).
+        on_result: Progress callback, called with each result.
+
+    Returns:
+        One result per case.
+    """
+    cases = all_cases(ops)
+    references = {case.key: measure_reference(case) for case in cases}
+    adapter = make_library_adapter(library, settings)
+    return run_cases(cases, adapter, references, on_result)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+def format_row(result: CaseResult) -> str:
+    """One table row: op, case, status, deviations against tolerances, message."""
+    return (
+        f"{result.op:<19} {result.case_id:<26} {result.status.value:<7} "
+        f"{_fmt(result.rel_l2):>9} {_fmt(result.rel_l2_tol):>9} "
+        f"{_fmt(result.max_abs_rel):>9} {_fmt(result.max_abs_tol):>9}  {result.message}"
+    )
+
+
+TABLE_HEADER = (
+    f"{'op':<19} {'case':<26} {'status':<7} {'rel_l2':>9} {'tol':>9} {'max_abs':>9} {'tol':>9}"
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    from anpred.errors import AnpredError
+
+    parser = argparse.ArgumentParser(prog="python -m anpred.translate.conformance")
+    parser.add_argument("--library", required=True, choices=LIBRARIES)
+    parser.add_argument("--json", type=Path, help="write the results to this JSON file")
+    parser.add_argument("--ops", help="comma-separated op types (default: all)")
+    parser.add_argument("--settings", default="{}", help='adapter settings as JSON, e.g. {"dtype": "float64"}')  # fmt: skip
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="exit 0 when the only problems are missing translators")  # fmt: skip
+    args = parser.parse_args(argv)
+    ops = [op.strip() for op in args.ops.split(",")] if args.ops else None
+    known = {case.op for case in all_cases()}
+    if ops is not None and not set(ops) <= known:
+        parser.error(f"unknown ops: {', '.join(sorted(set(ops) - known))}")
+    print(TABLE_HEADER, flush=True)
+    try:
+        results = run_library(args.library, json.loads(args.settings), ops,
+                              lambda r: print(format_row(r), flush=True))  # fmt: skip
+    except AnpredError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    counts = {status: sum(r.status is status for r in results) for status in CaseStatus}
+    print(", ".join(f"{n} {status.value}" for status, n in counts.items()))
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "library": args.library,
+            "settings": json.loads(args.settings),
+            "tolerance_factor": TOLERANCE_FACTOR,
+            "noise_floor": NOISE_FLOOR,
+            "results": [r.to_json() for r in results],
+        }, indent=1))  # fmt: skip
+    bad = counts[CaseStatus.FAILED] + counts[CaseStatus.ERROR]
+    if not args.allow_missing:
+        bad += counts[CaseStatus.MISSING]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The jax :class:`~anpred.translate.adapter.LibraryAdapter`: NCHW tensors, ``jax.jit``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anpred.errors import UsageError
+from anpred.translate.adapter import LibraryAdapter
+from anpred.translate.jax import numerics
+
+#: Settings the adapter understands, with their defaults.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "jit": True,
+    "dtype": "float32",
+    "matmul_precision": "highest",
+}
+
+
+class JaxAdapter(LibraryAdapter):
+    """Runs translated graphs with jax, in the ONNX layout (NCHW).
+
+    Args:
+        settings: ``jit`` (bool, default ``True``: the whole graph is one ``jax.jit``
+            program; ``False`` runs op by op), ``dtype`` (``"float32"`` or
+            ``"float64"``; float64 needs ``jax_enable_x64``, which
+            :func:`anpred.translate.jax.make_adapter` turns on), ``matmul_precision``
+            (``"highest"`` = full fp32 products everywhere, ``"high"``, ``"default"`` =
+            whatever the platform picks, e.g. TF32/bf16 passes on GPUs).
+
+    Raises:
+        UsageError: For an unknown setting or value.
+    """
+
+    name = "jax"
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        merged = dict(DEFAULT_SETTINGS)
+        for key, value in (settings or {}).items():
+            if key not in DEFAULT_SETTINGS:
+                raise UsageError(f"unknown jax setting {key!r}; known: {sorted(DEFAULT_SETTINGS)}")
+            merged[key] = value
+        if merged["dtype"] not in ("float32", "float64"):
+            raise UsageError(f"jax dtype must be float32 or float64, not {merged['dtype']!r}")
+        if merged["matmul_precision"] not in ("default", "high", "highest"):
+            raise UsageError(
+                "jax matmul_precision must be default, high or highest, "
+                f"not {merged['matmul_precision']!r}"
+            )
+        if merged["dtype"] == "float64" and not jax.config.jax_enable_x64:
+            raise UsageError(
+                "jax float64 needs jax_enable_x64; create the adapter with make_adapter"
+            )
+        self.jit = bool(merged["jit"])
+        self.numerics = numerics.Numerics(merged["dtype"], merged["matmul_precision"])
+
+    def const(self, array: np.ndarray) -> Any:
+        """Return ``array`` as a jax array in the dtype the graph computes it in.
+
+        float64 becomes float32 in a float32 graph, every float becomes float64 in a
+        float64 graph; float16/bfloat16 stay as they are in a float32 graph.
+        """
+        array = np.asarray(array)
+        return jnp.asarray(
+            array.astype(numerics.dtype_in_graph(array.dtype, self.numerics.float_dtype))
+        )
+
+    def feed(self, array: np.ndarray) -> Any:
+        """Return a graph input as a jax array (same conversion as constants)."""
+        return self.const(array)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """Return ``value`` as a numpy array (NCHW, as computed)."""
+        return np.asarray(value)
+
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap the whole-graph function in ``jax.jit`` (unless ``jit`` is off).
+
+        ``fn(consts, *feeds)`` gets the constants as an argument, so ``jax.jit`` traces
+        them as inputs instead of baking the weights into the program.
+        """
+        config = self.numerics
+
+        def run(consts: dict[str, Any], *feeds: Any) -> Any:
+            with numerics.use(config):
+                return fn(consts, *feeds)
+
+        return jax.jit(run) if self.jit else run
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """Cast ``value`` to ``dtype`` (a numpy dtype name, ``"bfloat16"`` included)."""
+        return jnp.asarray(value).astype(jnp.dtype(dtype))
+
+    def settings(self) -> dict[str, Any]:
+        """Return the settings in force, with the jax version and platform."""
+        return {
+            "library": "jax",
+            "version": jax.__version__,
+            "platform": jax.default_backend(),
+            "jit": self.jit,
+            "dtype": self.numerics.float_dtype,
+            "matmul_precision": self.numerics.matmul_precision,
+            "jax_default_matmul_precision": jax.config.jax_default_matmul_precision,
+            "jax_enable_x64": bool(jax.config.jax_enable_x64),
+            "layout": "NCHW",
+        }

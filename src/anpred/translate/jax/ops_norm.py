@@ -1,0 +1,57 @@
+"""Normalization ONNX ops (inference): BatchNormalization, LayerNormalization, ..."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import lax
+
+from anpred.errors import UsageError
+from anpred.translate.registry import NodeCall, register
+
+_LIB = "jax"
+
+
+def _per_channel(v: Any, ndim: int) -> Any:
+    """Reshape a ``(C,)`` parameter to broadcast against an ``(N, C, ...)`` tensor."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+@register(_LIB, "BatchNormalization")
+def batch_norm(call: NodeCall, x: Any, scale: Any, bias: Any, mean: Any, var: Any) -> Any:
+    """Inference batch norm: ``(x - mean) * (rsqrt(var + eps) * scale) + bias``."""
+    if call.attr("training_mode", 0):
+        raise UsageError(f"BatchNormalization node {call.name} is in training mode")
+    eps = float(call.attr("epsilon", 1e-5))
+    factor = lax.rsqrt(var + eps) * scale
+    return (x - _per_channel(mean, x.ndim)) * _per_channel(factor, x.ndim) + _per_channel(
+        bias, x.ndim
+    )
+
+
+@register(_LIB, "LayerNormalization")
+def layer_norm(call: NodeCall, x: Any, scale: Any, bias: Any = None) -> tuple[Any, Any, Any]:
+    """Normalise over axes ``axis..rank-1``; also returns Mean and InvStdDev."""
+    axis = int(call.attr("axis", -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    axes = tuple(range(axis, x.ndim))
+    eps = float(call.attr("epsilon", 1e-5))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    centred = x - mean
+    inv_std = lax.rsqrt(jnp.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    y = centred * inv_std * scale
+    if bias is not None:
+        y = y + bias
+    return y, mean, inv_std
+
+
+@register(_LIB, "InstanceNormalization")
+def instance_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
+    """Normalise every (sample, channel) over its spatial axes."""
+    axes = tuple(range(2, x.ndim))
+    eps = float(call.attr("epsilon", 1e-5))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    centred = x - mean
+    inv_std = lax.rsqrt(jnp.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    return centred * inv_std * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)

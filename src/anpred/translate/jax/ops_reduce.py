@@ -1,0 +1,74 @@
+"""Reduction ONNX ops: ReduceMean/Sum/Max/Min/Prod/L2, ArgMax/ArgMin.
+
+Axes come as an attribute (ReduceSum before opset 13, the others before 18) or as the
+second input (later opsets); both forms are accepted whatever the opset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from anpred.translate.jax.numerics import index_dtype
+from anpred.translate.jax.static import axes_of, normalize_axes
+from anpred.translate.registry import NodeCall, register
+
+_LIB = "jax"
+
+_REDUCTIONS = {
+    "ReduceMean": jnp.mean,
+    "ReduceSum": jnp.sum,
+    "ReduceMax": jnp.max,
+    "ReduceMin": jnp.min,
+    "ReduceProd": jnp.prod,
+}
+
+
+def _reduce(fn: Any) -> Any:
+    def translate(call: NodeCall, x: Any, axes: Any = None) -> Any:
+        return _apply(call, x, axes, fn)
+
+    return translate
+
+
+def _apply(call: NodeCall, x: Any, axes_tensor: Any, fn: Any) -> Any:
+    axes = axes_of(call, 1, axes_tensor)
+    if not axes:
+        if call.attr("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(x.ndim))
+    keepdims = bool(call.attr("keepdims", 1))
+    return fn(x, axis=tuple(normalize_axes(axes, x.ndim)), keepdims=keepdims)
+
+
+for _op, _fn in _REDUCTIONS.items():
+    register(_LIB, _op)(_reduce(_fn))
+
+
+@register(_LIB, "ReduceL2")
+def reduce_l2(call: NodeCall, x: Any, axes: Any = None) -> Any:
+    """Euclidean norm over the axes."""
+    return jnp.sqrt(_apply(call, x * x, axes, jnp.sum))
+
+
+def _arg(call: NodeCall, x: Any, fn: Any) -> Any:
+    axis = int(call.attr("axis", 0))
+    axis = axis + x.ndim if axis < 0 else axis
+    keepdims = bool(call.attr("keepdims", 1))
+    if call.attr("select_last_index", 0):
+        flipped = fn(jnp.flip(x, axis=axis), axis=axis, keepdims=keepdims)
+        return (x.shape[axis] - 1 - flipped).astype(index_dtype())
+    return fn(x, axis=axis, keepdims=keepdims).astype(index_dtype())
+
+
+@register(_LIB, "ArgMax")
+def argmax(call: NodeCall, x: Any) -> Any:
+    """Index of the maximum along ``axis`` (first or last occurrence)."""
+    return _arg(call, x, jnp.argmax)
+
+
+@register(_LIB, "ArgMin")
+def argmin(call: NodeCall, x: Any) -> Any:
+    """Index of the minimum along ``axis`` (first or last occurrence)."""
+    return _arg(call, x, jnp.argmin)

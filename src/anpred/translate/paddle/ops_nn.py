@@ -1,0 +1,211 @@
+"""Convolution, pooling and normalization, with ``paddle.nn.functional`` (NCHW).
+
+Padding is resolved statically to explicit (begin, end) pairs per spatial axis, so
+``auto_pad`` SAME_UPPER / SAME_LOWER / VALID and asymmetric ``pads`` all reach paddle as
+an explicit padding list (``[top, bottom, left, right]`` for 2-D).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import paddle
+import paddle.nn.functional as F
+
+from anpred.errors import UsageError
+from anpred.translate.registry import NodeCall, register
+
+Tensor = Any
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+_ADAPTIVE_AVG_POOL = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+_ADAPTIVE_MAX_POOL = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
+
+
+def _spatial_shape(call: NodeCall, x: Tensor) -> list[int]:
+    shape = call.input_shapes[0] if call.input_shapes else None
+    return list(shape[2:]) if shape is not None else list(x.shape[2:])
+
+
+def _pads(
+    call: NodeCall,
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> list[tuple[int, int]]:
+    """Return the (begin, end) padding of every spatial axis, ``auto_pad`` resolved."""
+    rank = len(spatial)
+    auto_pad = call.attr("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        pads = list(call.attr("pads", [0] * 2 * rank))
+        return [(int(pads[i]), int(pads[i + rank])) for i in range(rank)]
+    if auto_pad == "VALID":
+        return [(0, 0)] * rank
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise UsageError(f"node {call.name}: unknown auto_pad {auto_pad!r}")
+    result = []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        out = math.ceil(size / s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        result.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
+    return result
+
+
+def _padding_arg(pads: Sequence[tuple[int, int]]) -> list[int]:
+    """Paddle's padding list: one value per axis when symmetric, else begin/end pairs."""
+    if all(begin == end for begin, end in pads):
+        return [begin for begin, _ in pads]
+    return [value for pair in pads for value in pair]
+
+
+def _window(call: NodeCall, x: Tensor, kernel: Sequence[int]) -> dict[str, Any]:
+    rank = len(kernel)
+    strides = list(call.attr("strides", [1] * rank))
+    dilations = list(call.attr("dilations", [1] * rank))
+    pads = _pads(call, _spatial_shape(call, x), kernel, strides, dilations)
+    return {"strides": strides, "dilations": dilations, "pads": pads}
+
+
+@register("paddle", "Conv")
+def conv(call: NodeCall, x: Tensor, w: Tensor, b: Tensor = None) -> Tensor:
+    """ONNX Conv: 1-D/2-D/3-D, groups (incl. depthwise), strides, dilations, any padding."""
+    kernel = list(call.attr("kernel_shape", list(w.shape[2:])))
+    rank = len(kernel)
+    if rank not in _CONV:
+        raise UsageError(f"node {call.name}: paddle has no {rank}-D convolution")
+    window = _window(call, x, kernel)
+    return _CONV[rank](
+        x,
+        w,
+        bias=b,
+        stride=window["strides"],
+        padding=_padding_arg(window["pads"]),
+        dilation=window["dilations"],
+        groups=int(call.attr("group", 1)),
+    )
+
+
+def _pool_window(call: NodeCall, x: Tensor) -> tuple[int, list[int], dict[str, Any]]:
+    kernel = list(call.attr("kernel_shape"))
+    rank = len(kernel)
+    if rank not in _MAX_POOL:
+        raise UsageError(f"node {call.name}: paddle has no {rank}-D pooling")
+    window = _window(call, x, kernel)
+    if any(d != 1 for d in window["dilations"]):
+        raise UsageError(f"node {call.name}: paddle pooling has no dilations")
+    return rank, kernel, window
+
+
+def _pool(call: NodeCall, x: Tensor, pool: Any, **kwargs: Any) -> Tensor:
+    """Run ``pool`` with ONNX's output size, also under ``ceil_mode``.
+
+    ONNX (like torch) drops a last window that would start in the end padding; paddle
+    keeps it (measured: 9 rows, kernel 2, stride 2, pads 1+1 give 5 rows in ONNX, 6 in
+    paddle). When that happens the extra, all-padding output row is sliced off; when
+    ceiling adds nothing, paddle runs without ``ceil_mode``.
+    """
+    rank, kernel, window = _pool_window(call, x)
+    spatial = _spatial_shape(call, x)
+    ceil_mode = bool(call.attr("ceil_mode", 0))
+    sizes = []
+    axes = zip(spatial, kernel, window["strides"], window["pads"], strict=True)
+    for size, k, s, (begin, end) in axes:
+        span = size + begin + end - k
+        out = -(-span // s) + 1 if ceil_mode else span // s + 1
+        if ceil_mode and (out - 1) * s >= size + begin:
+            out -= 1
+        sizes.append((out, span // s + 1))
+    ceil_mode = any(out != floor_out for out, floor_out in sizes)
+    result = pool[rank](
+        x,
+        kernel,
+        stride=window["strides"],
+        padding=_padding_arg(window["pads"]),
+        ceil_mode=ceil_mode,
+        **kwargs,
+    )
+    if list(result.shape[2:]) != [out for out, _ in sizes]:
+        result = result[(slice(None), slice(None), *(slice(0, out) for out, _ in sizes))]
+    return result
+
+
+@register("paddle", "MaxPool")
+def max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX MaxPool (kernel, strides, pads incl. asymmetric, auto_pad, ceil_mode).
+
+    Raises:
+        UsageError: For dilations other than 1 and for the ``Indices`` output.
+    """
+    if len(call.output_shapes) > 1:
+        raise UsageError(f"node {call.name}: MaxPool Indices output is not translated")
+    return _pool(call, x, _MAX_POOL)
+
+
+@register("paddle", "AveragePool")
+def average_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX AveragePool (count_include_pad, ceil_mode, pads incl. asymmetric, auto_pad)."""
+    return _pool(call, x, _AVG_POOL, exclusive=not call.attr("count_include_pad", 0))
+
+
+@register("paddle", "GlobalAveragePool")
+def global_average_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX GlobalAveragePool, as paddle's adaptive average pooling to size 1."""
+    rank = len(x.shape) - 2
+    return _ADAPTIVE_AVG_POOL[rank](x, 1)
+
+
+@register("paddle", "GlobalMaxPool")
+def global_max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX GlobalMaxPool, as paddle's adaptive max pooling to size 1."""
+    rank = len(x.shape) - 2
+    return _ADAPTIVE_MAX_POOL[rank](x, 1)
+
+
+@register("paddle", "BatchNormalization")
+def batch_normalization(
+    call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor
+) -> Tensor:
+    """ONNX BatchNormalization at inference (running statistics, ``epsilon``)."""
+    if call.attr("training_mode", 0):
+        raise UsageError(f"node {call.name}: BatchNormalization training_mode is not translated")
+    return F.batch_norm(
+        x,
+        mean,
+        var,
+        weight=scale,
+        bias=bias,
+        training=False,
+        epsilon=float(call.attr("epsilon", 1e-5)),
+        use_global_stats=True,
+    )
+
+
+@register("paddle", "LayerNormalization", since=17)
+def layer_normalization(call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor = None) -> Tensor:
+    """ONNX LayerNormalization over the axes from ``axis`` (default -1) on; output Y only."""
+    shape = list(x.shape)
+    axis = int(call.attr("axis", -1))
+    axis = axis + len(shape) if axis < 0 else axis
+    normalized = shape[axis:]
+    size = math.prod(normalized)
+
+    def flat(param: Tensor) -> Tensor | None:
+        if param is None:
+            return None
+        if math.prod(param.shape) != size:
+            param = paddle.expand(param, normalized)
+        return paddle.reshape(param, [size])
+
+    return F.layer_norm(
+        x,
+        normalized,
+        weight=flat(scale),
+        bias=flat(bias),
+        epsilon=float(call.attr("epsilon", 1e-5)),
+    )

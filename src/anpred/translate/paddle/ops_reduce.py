@@ -1,0 +1,67 @@
+"""Reductions (mean, sum, max, min), with ``paddle.mean`` / ``sum`` / ``max`` / ``min``.
+
+Axes come from the ``axes`` attribute (ReduceMean/Max/Min before opset 18, ReduceSum
+before 13) or from the second input (from those opsets on); an absent or empty axes list
+reduces everything, unless ``noop_with_empty_axes`` is set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import paddle
+
+from anpred.errors import UsageError
+from anpred.translate.registry import NodeCall, register
+
+Tensor = Any
+
+_REDUCERS = {
+    "ReduceMean": (paddle.mean, 18),
+    "ReduceSum": (paddle.sum, 13),
+    "ReduceMax": (paddle.max, 18),
+    "ReduceMin": (paddle.min, 18),
+}
+
+
+def _axes_from_attribute(call: NodeCall) -> list[int] | None:
+    axes = call.attr("axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def _axes_from_input(call: NodeCall, axes: Tensor) -> list[int] | None:
+    if axes is None:
+        return None
+    value = call.const(1)
+    if value is None:
+        raise UsageError(f"node {call.name}: {call.op_type} axes must be static")
+    return [int(a) for a in value.reshape(-1)]
+
+
+def _reduce(call: NodeCall, fn: Any, x: Tensor, axes: list[int] | None) -> Tensor:
+    keepdims = bool(call.attr("keepdims", 1))
+    if not axes:
+        if call.attr("noop_with_empty_axes", 0):
+            return x
+        return fn(x, axis=None, keepdim=keepdims)
+    return fn(x, axis=axes, keepdim=keepdims)
+
+
+def _register(op_type: str, fn: Any, input_since: int) -> None:
+    def with_attribute(call: NodeCall, x: Tensor) -> Tensor:
+        return _reduce(call, fn, x, _axes_from_attribute(call))
+
+    def with_input(call: NodeCall, x: Tensor, axes: Tensor = None) -> Tensor:
+        return _reduce(call, fn, x, _axes_from_input(call, axes))
+
+    for translate, kind, since in (
+        (with_attribute, "axes attribute", 1),
+        (with_input, "axes input", input_since),
+    ):
+        translate.__name__ = f"{op_type.lower()}_{since}"
+        translate.__doc__ = f"ONNX {op_type} ({kind}, from opset {since})."
+        register("paddle", op_type, since=since)(translate)
+
+
+for _op_type, (_fn, _since) in _REDUCERS.items():
+    _register(_op_type, _fn, _since)

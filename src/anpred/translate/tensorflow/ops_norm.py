@@ -1,0 +1,65 @@
+"""Normalizations: BatchNormalization (inference, any layout) and LayerNormalization.
+
+Both use ``tf.nn.batch_normalization`` (the fused kernel has no float64 CPU version);
+LayerNormalization takes its statistics from ``tf.nn.moments``, as Keras does.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from anpred.errors import AnpredError
+from anpred.translate.registry import NodeCall
+from anpred.translate.tensorflow.layout import (
+    TFValue,
+    float_attr,
+    layout_op,
+    normalize_axis,
+    onnx_op,
+)
+from anpred.translate.tensorflow.policy import NHWC
+
+
+@layout_op("BatchNormalization")
+def batch_normalization(
+    call: NodeCall,
+    x: TFValue,
+    scale: TFValue,
+    bias: TFValue,
+    mean: TFValue,
+    var: TFValue,
+) -> TFValue:
+    """Inference batch norm in the input's layout (channels last in NHWC, axis 1 in ONNX's)."""
+    if call.attr("training_mode", 0):
+        raise AnpredError(
+            f"tensorflow BatchNormalization: training_mode=1 is not translated (node {call.name})"
+        )
+    params = [p.tensor for p in (scale, bias, mean, var)]
+    if x.layout != NHWC and x.rank > 2:
+        shape = [-1] + [1] * (x.rank - 2)  # (C,) -> (C, 1, ..., 1) broadcasts over axis 1
+        params = [tf.reshape(p, shape) for p in params]
+    gamma, beta, mu, sigma2 = params
+    y = tf.nn.batch_normalization(
+        x.tensor, mu, sigma2, offset=beta, scale=gamma,
+        variance_epsilon=float_attr(call, "epsilon", 1e-5),
+    )  # fmt: skip
+    if len(call.output_shapes) > 1:
+        raise AnpredError(
+            f"tensorflow BatchNormalization: running statistics outputs are not translated "
+            f"(node {call.name})"
+        )
+    return TFValue(y, x.layout)
+
+
+@onnx_op("LayerNormalization")
+def layer_normalization(
+    call: NodeCall, x: tf.Tensor, scale: tf.Tensor, bias: tf.Tensor | None = None
+) -> tuple[tf.Tensor, ...]:
+    """Normalize over axes ``axis..rank-1``; also Mean and InvStdDev when the node asks."""
+    rank = int(x.shape.rank)
+    axis = normalize_axis(int(call.attr("axis", -1)), rank)
+    epsilon = float_attr(call, "epsilon", 1e-5)
+    mean, variance = tf.nn.moments(x, list(range(axis, rank)), keepdims=True)
+    y = tf.nn.batch_normalization(x, mean, variance, bias, scale, epsilon)
+    outputs = [y, mean, tf.math.rsqrt(variance + epsilon)]
+    return tuple(outputs[: max(1, len(call.output_shapes))])

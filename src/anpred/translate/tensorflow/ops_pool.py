@@ -1,0 +1,140 @@
+"""Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+MaxPool and AveragePool run ``tf.nn.max_pool2d`` / ``avg_pool2d`` on NHWC; the global
+pools are ``tf.reduce_mean`` / ``reduce_max`` over the spatial axes, in any layout.
+
+ONNX pads become TensorFlow's ``"SAME"`` where they coincide with it, else an explicit
+``tf.pad`` (``-inf`` for max, zeros for average) before a ``"VALID"`` sweep: XLA does not
+compile pooling with explicit paddings. Average pools whose divisor differs from what a
+TensorFlow kernel computes (``count_include_pad=0`` with non-SAME pads, ``ceil_mode``
+windows that leave the padded input) divide the window sum by the window's element count,
+both computed with ``avg_pool2d``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from anpred.errors import AnpredError
+from anpred.translate.registry import NodeCall
+from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.tensorflow.policy import NCHW, NHWC
+from anpred.translate.tensorflow.spatial import (
+    Pads,
+    ceil_extra,
+    node_pads,
+    same_pads,
+    spatial_attrs,
+)
+
+
+def _window(call: NodeCall, sizes: list[int]) -> tuple[list[int], list[int], Pads, Pads]:
+    """Return kernel, strides, node pads and pads including ``ceil_mode``'s extra end."""
+    kernel = [int(k) for k in call.attr("kernel_shape")]
+    strides, dilations = spatial_attrs(call, len(kernel), kernel)
+    if any(d != 1 for d in dilations):
+        raise AnpredError(
+            f"tensorflow {call.op_type}: dilated pooling is not translated (node {call.name})"
+        )
+    if any(s is None for s in sizes):
+        raise AnpredError(
+            f"tensorflow {call.op_type}: needs static spatial sizes (node {call.name})"
+        )
+    pads = node_pads(call, sizes, kernel, strides, dilations)
+    full = list(pads)
+    if call.attr("ceil_mode", 0):
+        full = [
+            (b, e + ceil_extra(s, k, st, (b, e)))
+            for s, k, st, (b, e) in zip(sizes, kernel, strides, pads, strict=True)
+        ]
+    return kernel, strides, pads, full
+
+
+def _as_2d(call: NodeCall, x: TFValue) -> tuple[tf.Tensor, list[int], bool]:
+    """NHWC tensor of a 1-D or 2-D pooling input, its ONNX spatial sizes, and whether 1-D."""
+    if x.rank == 4:
+        return x.nhwc(), [int(s) for s in x.onnx_shape()[2:]], False
+    if x.rank == 3:
+        t = tf.transpose(tf.expand_dims(x.nchw(), 2), (0, 2, 3, 1))
+        return t, [int(x.tensor.shape[2])], True
+    raise AnpredError(
+        f"tensorflow {call.op_type}: only 1-D and 2-D pooling is translated (node {call.name})"
+    )
+
+
+def _finish(y: tf.Tensor, one_d: bool) -> TFValue:
+    if one_d:
+        return TFValue(tf.transpose(tf.squeeze(y, 1), (0, 2, 1)), NCHW)
+    return spatial_result(y)
+
+
+def _pad(x: tf.Tensor, pads: Pads, value: float) -> tf.Tensor:
+    return tf.pad(x, [[0, 0], *([b, e] for b, e in pads), [0, 0]], constant_values=value)
+
+
+@layout_op("MaxPool")
+def max_pool(call: NodeCall, x: TFValue) -> TFValue:
+    """ONNX MaxPool (kernel, strides, pads, auto_pad, ceil_mode); no Indices output."""
+    if len(call.output_shapes) > 1:
+        raise AnpredError(f"tensorflow MaxPool: the Indices output is not translated ({call.name})")
+    t, sizes, one_d = _as_2d(call, x)
+    kernel, strides, _, full = _window(call, sizes)
+    if one_d:
+        kernel, strides, sizes = [1, *kernel], [1, *strides], [1, *sizes]
+        full = [(0, 0), *full]
+    if all(p == (0, 0) for p in full):
+        padding = "VALID"
+    elif full == [same_pads(s, k, st) for s, k, st in zip(sizes, kernel, strides, strict=True)]:
+        padding = "SAME"
+    else:
+        lowest = -np.inf if t.dtype.is_floating else t.dtype.min
+        t, padding = _pad(t, full, lowest), "VALID"
+    return _finish(tf.nn.max_pool2d(t, kernel, strides, padding), one_d)
+
+
+@layout_op("AveragePool")
+def average_pool(call: NodeCall, x: TFValue) -> TFValue:
+    """ONNX AveragePool (pads, auto_pad, ceil_mode, count_include_pad)."""
+    t, sizes, one_d = _as_2d(call, x)
+    kernel, strides, pads, full = _window(call, sizes)
+    if one_d:
+        kernel, strides, sizes = [1, *kernel], [1, *strides], [1, *sizes]
+        pads, full = [(0, 0), *pads], [(0, 0), *full]
+    include_pad = bool(call.attr("count_include_pad", 0))
+    same = [same_pads(s, k, st) for s, k, st in zip(sizes, kernel, strides, strict=True)]
+    if all(p == (0, 0) for p in full):
+        y = tf.nn.avg_pool2d(t, kernel, strides, "VALID")
+    elif not include_pad and full == same:
+        y = tf.nn.avg_pool2d(t, kernel, strides, "SAME")
+    elif include_pad and full == pads:
+        y = tf.nn.avg_pool2d(_pad(t, full, 0), kernel, strides, "VALID")
+    else:
+        # window sum / number of counted elements, both as window means (same k*k factor)
+        counted = [(s + b + e) if include_pad else s for s, (b, e) in zip(sizes, pads, strict=True)]
+        mask_pads = [
+            (0, fe - e) if include_pad else (fb, fe)
+            for (_, e), (fb, fe) in zip(pads, full, strict=True)
+        ]
+        mask = _pad(tf.ones([1, *counted, 1], t.dtype), mask_pads, 0)
+        total = tf.nn.avg_pool2d(_pad(t, full, 0), kernel, strides, "VALID")
+        count = tf.nn.avg_pool2d(mask, kernel, strides, "VALID")
+        y = total / count
+    return _finish(y, one_d)
+
+
+def _global(
+    reduce: Callable[..., tf.Tensor],
+) -> Callable[[NodeCall, TFValue], TFValue]:
+    def translate(call: NodeCall, x: TFValue) -> TFValue:
+        if x.layout == NHWC:
+            return TFValue(reduce(x.tensor, axis=[1, 2], keepdims=True), NHWC)
+        return TFValue(reduce(x.tensor, axis=list(range(2, x.rank)), keepdims=True), NCHW)
+
+    return translate
+
+
+layout_op("GlobalAveragePool")(_global(tf.reduce_mean))
+layout_op("GlobalMaxPool")(_global(tf.reduce_max))

@@ -1,0 +1,37 @@
+"""PyTorch translators: ONNX ops on torch / torch.nn.functional, NCHW, eager by default.
+
+When a user brings only an ONNX file, this translation run with ``{"dtype": "float64"}``
+is the float64 reference of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from anpred.translate.adapter import LibraryAdapter
+
+
+def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
+    """Import torch, register the torch translators and return the torch adapter.
+
+    Args:
+        settings: ``dtype`` (``"float32"`` default, or ``"float64"``: every float constant
+            and feed, and every float cast, in float64) and ``compile`` (``False`` default;
+            ``True`` wraps the graph in ``torch.compile``).
+
+    Returns:
+        The adapter.
+    """
+    from anpred.translate.torch import (  # noqa: F401 - importing registers the translators
+        ops_elementwise,
+        ops_linear,
+        ops_nn,
+        ops_pool,
+        ops_reduce,
+        ops_resize,
+        ops_tensor,
+    )
+    from anpred.translate.torch.adapter import TorchAdapter
+
+    return TorchAdapter(settings)

@@ -1,0 +1,112 @@
+"""The torch adapter: numpy in and out, float32 or float64, eager or ``torch.compile``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+import torch
+
+from anpred.errors import UsageError
+from anpred.translate.adapter import LibraryAdapter
+
+_FLOAT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+#: Float dtype of the graph being executed; float64 runs make every float cast float64.
+_RUN_FLOAT_DTYPE: ContextVar[torch.dtype] = ContextVar("anpred_torch_float", default=torch.float32)
+
+_CAST_DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def float_dtype() -> torch.dtype:
+    """The float dtype of the graph run in progress (translators' float casts follow it)."""
+    return _RUN_FLOAT_DTYPE.get()
+
+
+def run_float(dtype: torch.dtype) -> torch.dtype:
+    """Map a float target dtype to the run's: in a float64 run every float becomes float64."""
+    if dtype.is_floating_point and float_dtype() == torch.float64:
+        return torch.float64
+    return dtype
+
+
+class TorchAdapter(LibraryAdapter):
+    """Executes ONNX graphs with torch, channels-first (the ONNX layout).
+
+    Args:
+        settings: ``{"dtype": "float32" | "float64", "compile": bool}``.
+
+    Raises:
+        UsageError: On an unknown setting or dtype.
+    """
+
+    name = "torch"
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        settings = dict(settings or {})
+        unknown = set(settings) - {"dtype", "compile"}
+        if unknown:
+            raise UsageError(f"unknown torch setting(s): {', '.join(sorted(unknown))}")
+        dtype = settings.get("dtype", "float32")
+        if dtype not in _FLOAT_DTYPES:
+            raise UsageError(f"torch dtype must be one of {sorted(_FLOAT_DTYPES)}, not {dtype!r}")
+        self._dtype_name = dtype
+        self._float = _FLOAT_DTYPES[dtype]
+        self._compile = bool(settings.get("compile", False))
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        array = np.asarray(array)
+        if array.dtype.kind == "f":
+            return torch.from_numpy(np.array(array, copy=True)).to(self._float)
+        return torch.from_numpy(np.array(array, copy=True))
+
+    def const(self, array: np.ndarray) -> torch.Tensor:
+        """A torch tensor holding ``array``; floats in the adapter's float dtype."""
+        return self._tensor(array)
+
+    def feed(self, array: np.ndarray) -> torch.Tensor:
+        """A torch tensor holding the NCHW input ``array``; floats in the adapter's dtype."""
+        return self._tensor(array)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """The tensor as a numpy array (bfloat16 widened to float32, which is exact)."""
+        tensor = value.detach().cpu()
+        if tensor.dtype == torch.bfloat16:
+            tensor = tensor.to(torch.float32)
+        return tensor.numpy()
+
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Run ``fn`` without autograd in the adapter's float dtype; ``torch.compile`` it if set."""
+        target = torch.compile(fn, dynamic=False) if self._compile else fn
+
+        def run(*args: Any) -> Any:
+            token = _RUN_FLOAT_DTYPE.set(self._float)
+            try:
+                with torch.no_grad():
+                    return target(*args)
+            finally:
+                _RUN_FLOAT_DTYPE.reset(token)
+
+        return run
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """Cast a tensor to ``float16``, ``bfloat16``, ``float32`` or ``float64``."""
+        if dtype not in _CAST_DTYPES:
+            raise ValueError(f"torch adapter cannot cast to {dtype!r}")
+        return value.to(_CAST_DTYPES[dtype])
+
+    def settings(self) -> dict[str, Any]:
+        """The settings and the torch version."""
+        return {
+            "dtype": self._dtype_name,
+            "compile": self._compile,
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }

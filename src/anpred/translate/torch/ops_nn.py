@@ -1,0 +1,71 @@
+"""Convolution and normalisation torch translators (NCHW).
+
+Default epsilons are float32 values, as ONNX float attributes are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 - the conventional name
+
+from anpred.translate.registry import NodeCall, register
+from anpred.translate.torch.windows import resolve_pads, torch_pad
+
+_LIB = "torch"
+
+Tensor = torch.Tensor
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+@register(_LIB, "Conv")
+def conv(call: NodeCall, x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
+    """ONNX Conv: 1-3 spatial axes, groups, strides, dilations, pads and ``auto_pad``.
+
+    Symmetric pads go to the torch kernel; asymmetric ones are applied with ``F.pad`` first.
+    """
+    nd = x.ndim - 2
+    kernel = list(w.shape[2:])
+    strides = list(call.attr("strides", [1] * nd))
+    dilations = list(call.attr("dilations", [1] * nd))
+    begin, end = resolve_pads(call, list(x.shape[2:]), kernel, strides, dilations)
+    if begin != end:
+        x = F.pad(x, torch_pad(begin, end))
+        begin = [0] * nd
+    return _CONV[nd](x, w, b, strides, begin, dilations, int(call.attr("group", 1)))
+
+
+@register(_LIB, "BatchNormalization")
+def batch_norm(
+    call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor
+) -> Tensor:
+    """ONNX BatchNormalization in inference mode (running statistics)."""
+    if call.attr("training_mode", 0):
+        raise NotImplementedError("BatchNormalization with training_mode=1 is not inference")
+    eps = float(call.attr("epsilon", np.float32(1e-5)))
+    return F.batch_norm(x, mean, var, scale, bias, training=False, momentum=0.0, eps=eps)
+
+
+@register(_LIB, "LayerNormalization")
+def layer_norm(
+    call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor | None = None
+) -> Tensor | tuple[Tensor, ...]:
+    """ONNX LayerNormalization over the axes from ``axis`` (default -1) on.
+
+    The optional Mean and InvStdDev outputs are computed when the node asks for them.
+    """
+    axis = int(call.attr("axis", -1)) % x.ndim
+    eps = float(call.attr("epsilon", np.float32(1e-5)))
+    shape = tuple(x.shape[axis:])
+    if tuple(scale.shape) == shape and (bias is None or tuple(bias.shape) == shape):
+        y = F.layer_norm(x, shape, scale, bias, eps)
+    else:  # scale/bias broadcast to the normalised shape
+        y = F.layer_norm(x, shape, None, None, eps) * scale
+        y = y if bias is None else y + bias
+    if len(call.output_shapes) == 1:
+        return y
+    dims = tuple(range(axis, x.ndim))
+    mean = torch.mean(x, dim=dims, keepdim=True)
+    var = torch.var(x, dim=dims, keepdim=True, correction=0)
+    return y, mean, torch.rsqrt(var + eps)

@@ -1,0 +1,108 @@
+"""Pooling torch translators (NCHW): MaxPool, AveragePool, GlobalAveragePool.
+
+When the ONNX window geometry fits a torch pooling kernel (symmetric pads of at most half
+the window) the kernel is called directly, ``ceil_mode`` included. Otherwise the input is
+padded explicitly, up to the extent the ONNX output size needs, and pooled without padding;
+for averages the divisor is then pooled from a mask that marks what ONNX counts.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the conventional name
+
+from anpred.translate.registry import NodeCall, register
+from anpred.translate.torch.windows import pool_output_size, resolve_pads, torch_pad
+
+_LIB = "torch"
+
+Tensor = torch.Tensor
+
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+_ADAPTIVE_AVG = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+
+
+class _Window:
+    """ONNX pooling geometry of one node for one input shape."""
+
+    def __init__(self, call: NodeCall, spatial: list[int]) -> None:
+        nd = len(spatial)
+        self.kernel = list(call.attr("kernel_shape"))
+        self.strides = list(call.attr("strides", [1] * nd))
+        self.dilations = list(call.attr("dilations", [1] * nd))
+        self.ceil_mode = bool(call.attr("ceil_mode", 0))
+        self.begin, self.end = resolve_pads(call, spatial, self.kernel, self.strides, self.dilations)
+        self.spatial = spatial
+        self.out = [
+            pool_output_size(n, b, e, k, s, d, self.ceil_mode)
+            for n, b, e, k, s, d in zip(
+                spatial, self.begin, self.end, self.kernel, self.strides, self.dilations,
+                strict=True,
+            )
+        ]  # fmt: skip
+
+    @property
+    def native(self) -> bool:
+        """Whether torch's own padding reproduces the ONNX window exactly."""
+        return self.begin == self.end and all(
+            2 * p <= (k - 1) * d + 1 for p, k, d in zip(self.begin, self.kernel, self.dilations)
+        )
+
+    def extended_end(self) -> list[int]:
+        """End pads that make a floor-mode pool produce exactly the ONNX output size."""
+        return [
+            (o - 1) * s + (k - 1) * d + 1 - n - b
+            for o, s, k, d, n, b in zip(
+                self.out, self.strides, self.kernel, self.dilations, self.spatial, self.begin,
+                strict=True,
+            )
+        ]  # fmt: skip
+
+
+@register(_LIB, "MaxPool")
+def max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX MaxPool: kernel, strides, dilations, pads / ``auto_pad``, ``ceil_mode``."""
+    if len(call.output_shapes) > 1:
+        raise NotImplementedError("MaxPool's Indices output has no torch translation")
+    nd = x.ndim - 2
+    win = _Window(call, list(x.shape[2:]))
+    pool = _MAX_POOL[nd]
+    if win.native:
+        return pool(x, win.kernel, win.strides, win.begin, win.dilations, win.ceil_mode)
+    padded = F.pad(x, torch_pad(win.begin, win.extended_end()), value=float("-inf"))
+    return pool(padded, win.kernel, win.strides, 0, win.dilations)
+
+
+@register(_LIB, "AveragePool")
+def average_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX AveragePool: kernel, strides, pads / ``auto_pad``, ceil mode, ``count_include_pad``.
+
+    With ``count_include_pad`` the divisor counts the declared pads but never the cells a
+    ceil-mode window reaches beyond them (as onnxruntime and torch do).
+    """
+    nd = x.ndim - 2
+    win = _Window(call, list(x.shape[2:]))
+    if win.dilations != [1] * nd:
+        raise NotImplementedError("AveragePool with dilations has no torch kernel")
+    include_pad = bool(call.attr("count_include_pad", 0))
+    pool = _AVG_POOL[nd]
+    if win.native:
+        return pool(x, win.kernel, win.strides, win.begin, win.ceil_mode, include_pad)
+    end = win.extended_end()
+    extra = [e - d for e, d in zip(end, win.end, strict=True)]
+    sums = pool(F.pad(x, torch_pad(win.begin, end)), win.kernel, win.strides)
+    mask = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+    if include_pad:
+        mask = F.pad(mask, torch_pad(win.begin, win.end), value=1.0)
+        mask = F.pad(mask, torch_pad([0] * nd, extra))
+    else:
+        mask = F.pad(mask, torch_pad(win.begin, end))
+    counts = pool(mask, win.kernel, win.strides)
+    return sums / counts
+
+
+@register(_LIB, "GlobalAveragePool")
+def global_average_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX GlobalAveragePool: the mean over all spatial axes, kept as size-1 axes."""
+    return _ADAPTIVE_AVG[x.ndim - 2](x, 1)

@@ -1,0 +1,499 @@
+"""Paddle translators against the ONNX reference evaluator run in float64.
+
+Every case is a one-node ONNX graph. Float inputs are drawn in float32; the reference runs
+a float64 copy of the same graph on the same (float32-representable) values, so the error
+measured is the one paddle's float32 kernels add. The float32 graph also runs with
+``settings={"dtype": "float64"}``, which must reproduce the reference to float64 accuracy.
+Error metric: :func:`rel_error` (max abs error over the data's magnitude; element-wise
+relative error is meaningless near zeros).
+
+This file imports paddle and never tensorflow (the two segfault in one process).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+pytest.importorskip("paddle")
+
+from anpred.errors import MissingTranslatorError, UsageError  # noqa: E402
+from anpred.translate.graph import GraphProgram  # noqa: E402
+from anpred.translate.paddle import make_adapter  # noqa: E402
+from anpred.translate.registry import registered_ops  # noqa: E402
+
+#: Largest error (see :func:`rel_error`) of a float32 paddle case against the float64
+#: reference. Measured worst over the cases below with 8 random seeds (paddlepaddle 3.3.1,
+#: CPU): 3.3e-7 (Conv), 2.5e-7 (ReduceSum), 5.8e-7 / 9.0e-7 for linear / cubic Resize with
+#: non-dyadic ratios, 1.1e-7 for the element-wise families; float32 epsilon is 1.2e-7.
+FP32_RTOL = 2e-6
+#: Same for the float64 run (``settings={"dtype": "float64"}``): measured worst 3.0e-16;
+#: 1e-12 still fails on any float32 step inside the graph (~1e-7).
+FP64_RTOL = 1e-12
+#: paddle's interpolate kernels compute source coordinates in float32 even for float64
+#: data: linear / cubic Resize with ratios that are not dyadic fractions (align_corners
+#: 4/7, sizes 7/11) are 4.4e-7 away from an exact float64 evaluation (measured worst 5.8e-7
+#: over 8 seeds); dyadic ratios (scale 2) are exact.
+FP64_RESIZE_RTOL = 2e-6
+
+#: Ops the brief requires (docs/helper-brief.md); docs/zoo-ops.md adds the zoo's ops.
+REQUIRED_OPS = """Add Sub Mul Div Pow Sqrt Erf Exp Log Neg Abs Tanh Sigmoid Relu LeakyRelu Clip
+HardSigmoid HardSwish Softmax Conv MaxPool AveragePool GlobalAveragePool BatchNormalization
+LayerNormalization Gemm MatMul Concat Split Slice Gather Reshape Transpose Flatten Squeeze
+Unsqueeze Expand Tile Resize ReduceMean ReduceSum ReduceMax Identity Cast Where Equal Min Max
+Pad Dropout ConstantOfShape Range""".split()
+
+FLOAT = "float"  # placeholder for "the graph's float element type" in Cast
+
+
+@dataclass
+class Case:
+    """One ONNX node: dynamic inputs are fed, static ones become initializers."""
+
+    family: str
+    op: str
+    inputs: list[Any]  # np.ndarray fed | ("static", np.ndarray) | None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    n_outputs: int = 1
+    opset: int = 17
+    cid: str = ""
+    #: float64 formula replacing the reference evaluator where it is not float64-exact
+    exact: Callable[..., np.ndarray] | None = None
+    #: float64 tolerance where paddle's own float64 kernel is not float64-exact
+    fp64_rtol: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.cid}" if self.cid else self.op
+
+
+_rng = np.random.default_rng(20261130)
+
+
+def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return _rng.uniform(low, high, shape).astype(np.float32)
+
+
+def st(values: Any, dtype: Any = np.int64) -> tuple[str, np.ndarray]:
+    return ("static", np.asarray(values, dtype=dtype))
+
+
+def _cast(value: np.ndarray, dtype: Any) -> np.ndarray:
+    return value.astype(dtype) if value.dtype.kind == "f" else value
+
+
+def build(case: Case, dtype: Any) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Build the one-node model with float tensors in ``dtype`` and its feeds."""
+    names, graph_inputs, inits, feeds = [], [], [], {}
+    for i, inp in enumerate(case.inputs):
+        if inp is None:
+            names.append("")
+            continue
+        name = f"in{i}"
+        names.append(name)
+        if isinstance(inp, tuple):
+            inits.append(numpy_helper.from_array(_cast(inp[1], dtype), name))
+        else:
+            value = _cast(inp, dtype)
+            feeds[name] = value
+            elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+            graph_inputs.append(helper.make_tensor_value_info(name, elem, value.shape))
+    attrs = {}
+    for key, value in case.attrs.items():
+        if value is FLOAT:
+            value = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        elif isinstance(value, np.ndarray):
+            value = numpy_helper.from_array(_cast(value, dtype))
+        attrs[key] = value
+    outputs = [f"out{i}" for i in range(case.n_outputs)]
+    node = helper.make_node(case.op, names, outputs, name="n0", **attrs)
+    graph = helper.make_graph(
+        [node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outputs], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model), feeds
+
+
+# fmt: off
+def _cases() -> list[Case]:
+    x4 = rand(2, 3, 5, 6)
+    pos = rand(2, 3, 5, 6, low=0.1, high=3.0)
+    cases = [
+        Case("elementwise", "Add", [x4, rand(3, 1, 6)]),
+        Case("elementwise", "Sub", [x4, st(rand(6), np.float32)]),
+        Case("elementwise", "Mul", [x4, rand(1, 3, 1, 1)]),
+        Case("elementwise", "Div", [x4, rand(2, 3, 5, 6, low=0.5, high=2.0)]),
+        Case("elementwise", "Div", [np.array([-7, 7, 5, -6]), st([2, -2, 3, 3])], cid="int_trunc"),
+        Case("elementwise", "Pow", [pos, st(2.0, np.float32)], cid="square"),
+        Case("elementwise", "Pow", [pos, rand(5, 6)], cid="tensor"),
+        Case("elementwise", "Mod", [np.arange(-7, 8, dtype=np.int64), st([3, -4] * 7 + [5])],
+             cid="int"),
+        Case("elementwise", "Mod", [x4 * 5, rand(6, low=0.5, high=2.0)], {"fmod": 1},
+             cid="fmod"),
+        Case("elementwise", "Min", [x4, rand(6), rand(3, 1, 1)]),
+        Case("elementwise", "Max", [x4, rand(6)]),
+        Case("elementwise", "Where", [rand(5, 6) > 0, x4, rand(6)]),
+        Case("elementwise", "Equal", [np.round(x4 * 2), np.round(rand(6) * 2)]),
+        Case("elementwise", "Cast", [x4], {"to": TensorProto.INT64}, cid="to_int"),
+        Case("elementwise", "Cast", [np.arange(6, dtype=np.int64)], {"to": FLOAT}),
+        Case("elementwise", "Identity", [x4]),
+        Case("elementwise", "Dropout", [x4]),
+        Case("elementwise", "Dropout", [x4], n_outputs=2, cid="mask"),
+    ]
+    for op in ("Exp", "Neg", "Abs", "Floor", "Reciprocal"):
+        cases.append(Case("elementwise", op, [x4 * 3 if op != "Reciprocal" else pos]))
+    # the reference evaluator computes Erf in float32 (np.vectorize(math.erf, otypes="f"))
+    cases.append(Case("elementwise", "Erf", [x4 * 3], exact=np.vectorize(math.erf)))
+    cases += [Case("elementwise", "Sqrt", [pos]), Case("elementwise", "Log", [pos])]
+    for op in ("Relu", "Sigmoid", "Tanh", "Elu"):
+        cases.append(Case("activation", op, [x4 * 4]))
+    cases += [
+        Case("activation", "LeakyRelu", [x4], {"alpha": 0.1}),
+        Case("activation", "HardSigmoid", [x4 * 4], {"alpha": 1 / 6, "beta": 0.5}),
+        Case("activation", "HardSigmoid", [x4 * 4], cid="defaults"),
+        Case("activation", "Clip", [x4, st(0.0, np.float32), st(0.5, np.float32)]),
+        Case("activation", "Clip", [x4, None, st(0.2, np.float32)], cid="max_only"),
+        Case("activation", "Clip", [x4, rand(), rand() + 1.0], cid="dynamic"),
+        Case("activation", "Softmax", [x4 * 5], {"axis": 1}),
+        Case("activation", "Softmax", [x4 * 5], cid="last"),
+        # the reference evaluator applies opset-13 semantics to every Softmax version
+        Case("activation", "Softmax", [x4 * 5], {"axis": 1}, opset=11, cid="opset11_2d",
+             exact=lambda x: _softmax_rows(x.reshape(2, -1)).reshape(x.shape)),
+        # the reference expands HardSwish into HardSigmoid with alpha=1/6 as a float32
+        # attribute, 1e-8 off in float64; compare with the defining formula instead
+        Case("activation", "HardSwish", [x4 * 4], exact=lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+        Case("activation", "LogSoftmax", [x4 * 5]),
+        Case("activation", "Gelu", [x4 * 3], opset=20,
+             exact=lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))),
+    ]
+    cases += _nn_cases(x4)
+    b3 = rand(2, 4, 7)
+    cases += [
+        Case("matmul", "Gemm", [rand(4, 8), st(rand(5, 8), np.float32), st(rand(5), np.float32)],
+             {"transB": 1}, cid="linear"),
+        Case("matmul", "Gemm", [rand(8, 4), rand(8, 5), rand(4, 5)],
+             {"transA": 1, "alpha": 0.5, "beta": 2.0}, cid="transA_alpha_beta"),
+        Case("matmul", "Gemm", [rand(4, 8), rand(8, 5)], cid="no_c"),
+        Case("matmul", "MatMul", [rand(2, 3, 4, 8), rand(8, 5)], cid="broadcast"),
+        Case("matmul", "MatMul", [rand(2, 1, 4, 8), rand(3, 8, 5)], cid="batched"),
+        Case("matmul", "MatMul", [rand(8), rand(2, 8, 5)], cid="vector"),
+        Case("reduce", "ReduceMean", [b3], {"axes": [-1]}),
+        Case("reduce", "ReduceMean", [b3], {"axes": [1, 2], "keepdims": 0}, cid="two"),
+        Case("reduce", "ReduceMean", [b3, st([1])], opset=18, cid="input"),
+        Case("reduce", "ReduceMean", [b3], cid="all"),
+        Case("reduce", "ReduceSum", [b3, st([-1])], {"keepdims": 0}),
+        Case("reduce", "ReduceSum", [b3], cid="all"),
+        Case("reduce", "ReduceMax", [b3], {"axes": [1]}),
+    ]
+    cases += _tensor_cases(x4)
+    cases += _resize_cases()
+    return cases
+
+
+def _nn_cases(x4: np.ndarray) -> list[Case]:
+    x = rand(2, 4, 9, 10)
+    w = st(rand(6, 4, 3, 3, low=-0.5, high=0.5), np.float32)
+    b = st(rand(6), np.float32)
+    c = 4
+    stats = [st(rand(c), np.float32), st(rand(c), np.float32), st(rand(c), np.float32),
+             st(rand(c, low=0.5, high=2.0), np.float32)]
+    return [
+        Case("nn", "Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, cid="pad1_bias"),
+        Case("nn", "Conv", [x, w], {"strides": [2, 2], "pads": [0, 1, 2, 1]}, cid="asym"),
+        Case("nn", "Conv", [x, w], {"dilations": [2, 2], "pads": [2, 2, 2, 2]}, cid="dilated"),
+        Case("nn", "Conv", [x, w], {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, cid="same_u"),
+        Case("nn", "Conv", [x, w], {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, cid="same_l"),
+        Case("nn", "Conv", [x, w], {"auto_pad": "VALID"}, cid="valid"),
+        Case("nn", "Conv", [x, st(rand(4, 2, 3, 3), np.float32)], {"group": 2}, cid="groups"),
+        Case("nn", "Conv", [x, st(rand(4, 1, 5, 5), np.float32), st(rand(4), np.float32)],
+             {"group": 4, "pads": [2, 2, 2, 2]}, cid="depthwise"),
+        Case("nn", "Conv", [rand(2, 3, 11), st(rand(5, 3, 3), np.float32)], {"pads": [1, 0]},
+             cid="1d"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "pads": [1, 1, 1, 1]}),
+        Case("nn", "MaxPool", [x - 2], {"kernel_shape": [2, 2], "strides": [2, 2],
+                                        "pads": [1, 0, 0, 1]}, cid="asym_negative"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "ceil_mode": 1}, cid="ceil"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                    "ceil_mode": 1}, cid="ceil_pad"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}, cid="sppf"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER",
+                                    "strides": [2, 2]}, cid="same"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                        "pads": [1, 1, 1, 1]}, cid="exclude_pad"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                        "pads": [1, 1, 1, 1], "count_include_pad": 1},
+             cid="include_pad"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                        "ceil_mode": 1}, cid="ceil"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1,
+                                        "pads": [1, 1, 1, 1], "count_include_pad": 1},
+             cid="ceil_include_pad"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1,
+                                        "pads": [1, 1, 1, 1]}, cid="ceil_drop_last"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, cid="2x2"),
+        Case("nn", "Conv", [rand(1, 2, 5, 6, 7), st(rand(3, 2, 3, 3, 3), np.float32)],
+             {"pads": [1, 0, 1, 1, 0, 1]}, cid="3d"),
+        Case("nn", "MaxPool", [rand(2, 3, 11)], {"kernel_shape": [3], "strides": [2],
+                                                 "pads": [1, 0]}, cid="1d"),
+        Case("nn", "AveragePool", [rand(1, 2, 5, 6, 7)], {"kernel_shape": [2, 2, 2],
+                                                          "strides": [2, 2, 2]}, cid="3d"),
+        Case("nn", "GlobalAveragePool", [x]),
+        Case("nn", "GlobalMaxPool", [x]),
+        Case("nn", "BatchNormalization", [x] + stats, {"epsilon": 1e-3}),
+        Case("nn", "LayerNormalization", [rand(2, 5, 8) * 3, st(rand(8), np.float32),
+                                          st(rand(8), np.float32)], {"epsilon": 1e-5}),
+        Case("nn", "LayerNormalization", [x4, st(rand(5, 6), np.float32)], {"axis": 2},
+             cid="axis2_no_bias"),
+    ]
+
+
+def _tensor_cases(x4: np.ndarray) -> list[Case]:
+    return [
+        Case("tensor", "Concat", [x4, rand(2, 1, 5, 6)], {"axis": 1}),
+        Case("tensor", "Split", [x4, st([2, 4])], {"axis": 3}, n_outputs=2),
+        Case("tensor", "Split", [x4], {"axis": 2}, n_outputs=3, opset=13, cid="equal"),
+        Case("tensor", "Split", [x4], {"axis": 2, "num_outputs": 3}, n_outputs=3, opset=18,
+             cid="num_outputs"),
+        Case("tensor", "Slice", [x4, st([1, -4]), st([2**62, -1]), st([1, 3])], cid="huge_end"),
+        Case("tensor", "Slice", [x4, st([-1, 0]), st([-2**62, 5]), st([2, 3]), st([-2, 2])],
+             cid="steps"),
+        Case("tensor", "Slice", [x4, st([0]), st([1])], cid="no_axes"),
+        Case("tensor", "Gather", [x4, st(1)], {"axis": 1}, cid="scalar"),
+        Case("tensor", "Gather", [x4, st([4, -1, 0])], {"axis": 3}, cid="vector_negative"),
+        Case("tensor", "Gather", [rand(10, 4), st([[1, 2], [0, 9]])], cid="matrix"),
+        Case("tensor", "Gather", [x4, np.array([2, 0], dtype=np.int64)], {"axis": 2},
+             cid="dynamic"),
+        Case("tensor", "Reshape", [x4, st([0, -1, 6])]),
+        Case("tensor", "Reshape", [x4, st([2, 0, 30])], cid="zero"),
+        Case("tensor", "Transpose", [x4], {"perm": [0, 2, 3, 1]}),
+        Case("tensor", "Transpose", [x4], cid="reverse"),
+        Case("tensor", "Flatten", [x4]),
+        Case("tensor", "Flatten", [x4], {"axis": 0}, cid="axis0"),
+        Case("tensor", "Flatten", [x4], {"axis": -2}, cid="neg"),
+        Case("tensor", "Squeeze", [rand(2, 1, 3, 1), st([1, -1])]),
+        Case("tensor", "Squeeze", [rand(2, 1, 3, 1)], cid="all"),
+        Case("tensor", "Unsqueeze", [rand(2, 3), st([0, -1])]),
+        Case("tensor", "Expand", [rand(3, 1), st([2, 1, 4])]),
+        Case("tensor", "Expand", [rand(2, 3, 4), st([3, 1])], cid="bidirectional"),
+        Case("tensor", "Tile", [rand(2, 3), st([2, 3])]),
+        Case("tensor", "Pad", [x4, st([0, 0, 1, 2, 0, 0, 3, 0]), st(0.5, np.float32)]),
+        Case("tensor", "Pad", [x4, st([0, 1, 0, -1, 0, 0, 0, -2])], cid="negative",  # crops
+             exact=lambda x, pads: np.pad(x[..., 1:-2], [(0, 0), (1, 0), (0, 0), (0, 0)])),
+        Case("tensor", "Pad", [x4, st([1, 2, 2, 1]), None, st([2, -1])], {"mode": "reflect"},
+             cid="reflect_axes", opset=18),
+        Case("tensor", "Pad", [x4, st([0, 0, 1, 2, 0, 0, 2, 1])], {"mode": "edge"}, cid="edge"),
+        Case("tensor", "ConstantOfShape", [st([2, 3])], {"value": np.array([1.5], np.float32)}),
+        Case("tensor", "ConstantOfShape", [st([4])], cid="default"),
+        Case("tensor", "Range", [st(0.5, np.float32), st(3.0, np.float32),
+                                 st(0.25, np.float32)]),
+    ]
+
+
+def _resize_cases() -> list[Case]:
+    x = rand(1, 3, 5, 7)
+    nearest = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+               "nearest_mode": "floor"}
+    empty = st([], np.float32)
+    return [
+        Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)], nearest, cid="x2"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 1.5, 2.5], np.float32)], nearest,
+             cid="frac"),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 12, 9])], nearest, cid="sizes"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)], {"mode": "linear"},
+             cid="linear_half_pixel"),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 8, 11])],
+             {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+             cid="linear_align", fp64_rtol=FP64_RESIZE_RTOL),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 8, 11])], {"mode": "linear"},
+             cid="linear_sizes", fp64_rtol=FP64_RESIZE_RTOL),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 3, 4])], nearest, cid="down_sizes"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)],
+             {"mode": "linear", "coordinate_transformation_mode": "asymmetric"},
+             cid="linear_asym"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)],
+             {"mode": "cubic", "coordinate_transformation_mode": "half_pixel"}, cid="cubic"),
+        Case("resize", "Upsample", [x, st([1, 1, 2, 3], np.float32)], {"mode": "nearest"},
+             opset=9),
+        # the reference evaluator cannot run Resize-10 (it expects the opset-11 inputs)
+        Case("resize", "Resize", [x, st([1, 1, 2, 2], np.float32)], {"mode": "nearest"},
+             opset=10, cid="opset10", exact=lambda x, s: x.repeat(2, axis=2).repeat(2, axis=3)),
+    ]
+# fmt: on
+
+
+def _softmax_rows(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def adapters() -> dict[str, Any]:
+    return {dtype: make_adapter({"dtype": dtype}) for dtype in ("float32", "float64")}
+
+
+def measure(case: Case, adapter: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Run the float32 model of ``case`` in paddle with ``adapter`` and the float64 reference.
+
+    Returns:
+        (paddle output, reference output, magnitude) per output, where magnitude is the
+        largest absolute float value among the case's inputs (see :func:`rel_error`).
+    """
+    model, feeds = build(case, np.float32)  # the float64 adapter casts it (settings)
+    values = [v[1] if isinstance(v, tuple) else v for v in case.inputs if v is not None]
+    if case.exact is not None:
+        expected = [case.exact(*(_cast(v, np.float64) for v in values))]
+    else:
+        ref_model, ref_feeds = build(case, np.float64)
+        expected = ReferenceEvaluator(ref_model).run(None, ref_feeds)
+    program = GraphProgram(model, adapter)
+    got = program.run(feeds)
+    magnitude = max((float(np.abs(v).max()) for v in values if v.dtype.kind == "f" and v.size),
+                    default=0.0)  # fmt: skip
+    return [
+        (adapter.to_numpy(got[name]), np.asarray(ref), magnitude)
+        for name, ref in zip(program.outputs, expected, strict=True)
+    ]
+
+
+def rel_error(got: np.ndarray, ref: np.ndarray, magnitude: float = 0.0) -> float:
+    """max |got - ref| / max(max |ref|, magnitude); 0 when both are all zero.
+
+    Dividing by the larger of the output and input magnitudes keeps the measure meaningful
+    where an output cancels to near zero (a mean of mixed-sign values) and where it grows
+    beyond the inputs (a sum).
+    """
+    if not ref.size:
+        return 0.0
+    diff = float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max())
+    scale = max(float(np.abs(ref).max()), magnitude)
+    return diff / scale if scale else diff
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=[c.family + "/" + c.id for c in CASES])
+def test_op_matches_float64_reference(case: Case, dtype: str, adapters: dict[str, Any]) -> None:
+    tolerance = max(FP64_RTOL, case.fp64_rtol) if dtype == "float64" else FP32_RTOL
+    for got, ref, magnitude in measure(case, adapters[dtype]):
+        assert got.shape == ref.shape
+        if ref.dtype.kind == "f":
+            expected_dtype = np.float64 if dtype == "float64" else np.float32
+            assert got.dtype == expected_dtype
+            assert rel_error(got, ref, magnitude) <= tolerance
+        else:
+            assert got.dtype == ref.dtype
+            np.testing.assert_array_equal(got, ref)
+
+
+def test_required_and_zoo_ops_are_translated_and_tested(adapters: dict[str, Any]) -> None:
+    required = set(REQUIRED_OPS)
+    zoo_ops = Path(__file__).parents[3] / "docs" / "zoo-ops.md"
+    if zoo_ops.exists():
+        rows = [line.split("|")[1].strip() for line in zoo_ops.read_text().splitlines()
+                if line.startswith("| ") and not line.startswith("| op ")]  # fmt: skip
+        # Constant and Shape (of static shapes) are folded by GraphProgram, never translated
+        required |= set(rows) - {"Constant", "Shape"}
+    assert required <= set(registered_ops("paddle"))
+    assert required <= {case.op for case in CASES}
+
+
+def _chain_model(dtype: Any) -> onnx.ModelProto:
+    """Conv -> Relu -> MaxPool -> Resize -> Flatten -> Gemm, as torch.onnx exports it."""
+    weights = {"w": CHAIN_W, "b": CHAIN_B, "fc_w": CHAIN_FC_W, "fc_b": CHAIN_FC_B}
+    inits = [numpy_helper.from_array(v.astype(dtype), k) for k, v in weights.items()]
+    inits += [
+        numpy_helper.from_array(np.array([], np.float32), "roi"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], "conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], "relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], "pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Resize", ["p", "roi", "scales"], ["u"], "up", mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Flatten", ["u"], ["f"], "flatten"),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], "fc", transB=1),
+    ]  # fmt: skip
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", elem, [2, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", elem, [2, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+CHAIN_W, CHAIN_B = rand(8, 3, 3, 3, low=-0.5, high=0.5), rand(8)
+CHAIN_FC_W, CHAIN_FC_B = rand(10, 8 * 8 * 8, low=-0.1, high=0.1), rand(10)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_chain_matches_reference(dtype: str, adapters: dict[str, Any]) -> None:
+    x = rand(2, 3, 8, 8)
+    ref = ReferenceEvaluator(_chain_model(np.float64)).run(None, {"x": x.astype(np.float64)})[0]
+    program = GraphProgram(_chain_model(np.float32), adapters[dtype])
+    assert program.op_types == ["Conv", "Relu", "MaxPool", "Resize", "Flatten", "Gemm"]
+    got = adapters[dtype].to_numpy(program.run({"x": x})["y"])
+    assert got.dtype == np.dtype(dtype)
+    assert got.shape == (2, 10)
+    assert rel_error(got, ref) <= (FP64_RTOL if dtype == "float64" else FP32_RTOL)
+
+
+def test_unknown_op_raises_missing_translator(adapters: dict[str, Any]) -> None:
+    model, _ = build(Case("x", "Hardmax", [rand(2, 3)]), np.float32)
+    with pytest.raises(MissingTranslatorError) as info:
+        GraphProgram(model, adapters["float32"])
+    assert str(info.value) == "op Hardmax (opset 17, node n0) has no paddle translator"
+
+
+def test_unsupported_variant_is_a_usage_error(adapters: dict[str, Any]) -> None:
+    scales = st([1, 1, 2, 2], np.float32)
+    case = Case("resize", "Resize", [rand(1, 1, 4, 4), st([], np.float32), scales])
+    model, feeds = build(case, np.float32)
+    with pytest.raises(UsageError, match="nearest Resize with half_pixel/round_prefer_floor"):
+        GraphProgram(model, adapters["float32"]).run(feeds)
+
+
+def test_settings() -> None:
+    adapter = make_adapter({"dtype": "float64", "threads": 2})
+    assert adapter.settings()["dtype"] == "float64"
+    assert adapter.settings()["threads"] == 2
+    with pytest.raises(UsageError, match="unknown paddle settings"):
+        make_adapter({"precision": "bf16"})
+    with pytest.raises(UsageError, match="dtype"):
+        make_adapter({"dtype": "float16"})
+
+
+def test_package_import_does_not_import_paddle() -> None:
+    code = (
+        "import sys, anpred.translate.paddle as p; assert 'paddle' not in sys.modules; "
+        "from anpred.translate.paddle.adapter import import_paddle; "
+        "print(import_paddle().__file__)"
+    )
+    env = dict(os.environ, GLOG_minloglevel="2")
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith(os.path.join("site-packages", "paddle", "__init__.py"))
