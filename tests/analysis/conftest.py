@@ -2,8 +2,8 @@
 
 A small network of 1x1 convolutions (channel matmuls) with tanh between them is run by
 several "participants" that compute exactly the same thing in float32 but accumulate the
-matmul reductions in different orders (BLAS, fixed-size blocks, a permuted order, numpy's
-pairwise summation). Their captures differ by genuine fp32 rounding noise only. The fp64
+matmul reductions in different orders (BLAS, fixed-size blocks, a permuted order, plain
+sequential summation). Their captures differ by genuine fp32 rounding noise only. The fp64
 reference runs the same float32 weights in float64.
 """
 
@@ -43,7 +43,8 @@ def _permuted(seed: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return matmul
 
 
-def _pairwise(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _sequential(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    # numpy reduces a middle axis slice by slice: one running sum per output element
     return np.sum(w[:, :, None] * x[None, :, :], axis=1)
 
 
@@ -52,7 +53,7 @@ MATMULS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "block4": _blocked(4),
     "block16": _blocked(16),
     "permuted": _permuted(7),
-    "pairwise": _pairwise,
+    "sequential": _sequential,
 }
 """Participants and their summation orders; "torch" is the fp32 reference."""
 

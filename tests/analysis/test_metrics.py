@@ -131,3 +131,14 @@ def test_compute_metrics_returns_every_metric_and_checks_shapes():
 def test_empty_arrays_have_no_deviation():
     empty = np.zeros((1, 0, 4))
     assert all(v == 0.0 for v in compute_metrics(empty, empty).values())
+
+
+def test_non_finite_values_give_results_not_warnings():
+    # pytest turns RuntimeWarnings into errors: metrics must stay quiet on inf/overflow
+    huge = [1e300, 1.0]
+    assert m("max_ulp", huge, huge) == 0.0  # both overflow to float32 inf
+    assert m("max_ulp", [1e300], [np.inf]) == 0.0
+    values = compute_metrics(np.array([np.inf, 1.0]), np.array([np.inf, 1.0]))
+    assert math.isnan(values["rel_l2"])  # inf - inf: undefined, reported as NaN
+    assert m("rel_l2", [np.inf, 1.0], [1.0, 1.0]) == math.inf
+    assert m("wasserstein", [1e300, 0.0, 1.0], [0.0, 1.0, 2.0]) > 1e299

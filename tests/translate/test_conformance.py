@@ -176,7 +176,9 @@ def relu_cases() -> tuple[list, dict[str, CaseReference]]:
     ],
     ids=["good", "nhwc", "wrong", "raises", "missing"],
 )
-def test_runner_judges_a_library(relu_cases: Any, adapter: LibraryAdapter, status: CaseStatus) -> None:
+def test_runner_judges_a_library(
+    relu_cases: Any, adapter: LibraryAdapter, status: CaseStatus
+) -> None:
     cases, references = relu_cases
     results = conf.run_cases(cases, adapter, references)
     assert [r.status for r in results] == [status] * len(cases)

@@ -15,7 +15,13 @@ from anpred.analysis.baselines import (
 )
 from anpred.analysis.channels import ChannelPermutation, infer_channel_permutation
 from anpred.analysis.consensus import elementwise_median
-from anpred.analysis.methods import Judgement, get_method, judge_with_all, method_names
+from anpred.analysis.methods import (
+    Judgement,
+    get_method,
+    judge_with_all,
+    method_names,
+    register_method,
+)
 from anpred.analysis.metrics import (
     Metric,
     compute_metrics,
@@ -66,5 +72,6 @@ __all__ = [
     "method_names",
     "metric_names",
     "polygraphy_allclose",
+    "register_method",
     "register_metric",
 ]

@@ -16,9 +16,13 @@ import numpy as np
 SORTING_NETWORK_MAX = 12
 """Up to this many participants the median is taken with a sorting network.
 
-A compare-exchange over whole arrays (``np.minimum``/``np.maximum``) streams memory
-once; for six arrays of 1.6 M elements this is about 4x faster than ``np.median`` along
-the participant axis (measured on the development machine, 0.07 s vs 0.28 s)."""
+Compare-exchanges over blocks of the arrays (``np.minimum``/``np.maximum`` into reused
+buffers) stream memory once; for six arrays of 1.6 M elements this is several times
+faster than ``np.median`` along the participant axis (measured 0.07 s vs 0.28 s before
+blocking), which copies and partitions every element's participant column."""
+
+BLOCK = 1 << 16
+"""Elements per block (each of the P + 1 work buffers holds one block)."""
 
 
 def _comparators(n: int) -> list[tuple[int, int]]:
@@ -52,21 +56,34 @@ def elementwise_median(arrays: Sequence[np.ndarray]) -> np.ndarray:
     has_nan = any(np.isnan(a).any() for a in arrays)
     if has_nan or count > SORTING_NETWORK_MAX:
         stacked = np.stack([np.asarray(a, dtype=np.float64) for a in arrays])
-        if has_nan:
-            return _nanmedian(stacked)
-        return np.median(stacked, axis=0)
-    wires = [np.array(a, dtype=np.float64) for a in arrays]
-    scratch = np.empty(shape, dtype=np.float64)
-    for i, j in _comparators(count):
-        np.minimum(wires[i], wires[j], out=scratch)
-        np.maximum(wires[i], wires[j], out=wires[j])
-        wires[i], scratch = scratch, wires[i]
+        return _nanmedian(stacked) if has_nan else np.median(stacked, axis=0)
+    return _network_median([np.asarray(a).reshape(-1) for a in arrays]).reshape(shape)
+
+
+def _network_median(flats: list[np.ndarray]) -> np.ndarray:
+    """Median of flat arrays by a sorting network, block by block."""
+    count, size = len(flats), flats[0].size
+    result = np.empty(size, dtype=np.float64)
+    buffers = [np.empty(min(size, BLOCK), dtype=np.float64) for _ in range(count + 1)]
+    comparators = _comparators(count)
     middle = count // 2
-    if count % 2:
-        return wires[middle]
-    result = wires[middle - 1]
-    result += wires[middle]
-    result *= 0.5
+    for start in range(0, size, BLOCK):
+        n = min(BLOCK, size - start)
+        wires = [b[:n] for b in buffers[:count]]
+        scratch = buffers[count][:n]
+        for wire, flat in zip(wires, flats, strict=True):
+            wire[:] = flat[start : start + n]
+        for i, j in comparators:
+            np.minimum(wires[i], wires[j], out=scratch)
+            np.maximum(wires[i], wires[j], out=wires[j])
+            wires[i], scratch = scratch, wires[i]
+        out = result[start : start + n]
+        if count % 2:
+            out[:] = wires[middle]
+        else:
+            with np.errstate(invalid="ignore"):  # −inf and +inf in the middle: NaN
+                np.add(wires[middle - 1], wires[middle], out=out)
+            out *= 0.5
     return result
 
 

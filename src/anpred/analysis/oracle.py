@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -151,6 +152,9 @@ class AnchorEvidence:
         deviations: One record per participant.
         noise_floor: ``{metric: fp32 reference vs fp64 reference}``.
         participants: Number of participants in the consensus.
+        consensus_vs_fp64: ``{metric: consensus vs fp64 reference}``; when a finding's
+            own distance from fp64 is far smaller, the majority shares an error and the
+            flagged participant is the accurate one (see ``Verdict.closer_to_fp64``).
     """
 
     anchor: str
@@ -158,6 +162,7 @@ class AnchorEvidence:
     deviations: tuple[Deviation, ...]
     noise_floor: Mapping[str, float]
     participants: int
+    consensus_vs_fp64: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def pairwise(self) -> bool:
@@ -176,22 +181,14 @@ def _as_float64(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndar
 
 
 def _against(
-    metrics: list[Metric],
-    x: np.ndarray,
-    x_descriptors: Mapping[str, np.ndarray],
-    c: np.ndarray,
-    c_descriptors: Mapping[str, np.ndarray],
+    metrics: list[Metric], tx: Mapping[str, Any], tc: Mapping[str, Any]
 ) -> dict[str, float]:
-    return {
-        m.name: m.compare(x_descriptors[m.name], c_descriptors[m.name])
-        if m.distributional
-        else m.compare(x, c)
-        for m in metrics
-    }
+    """Every metric of one transformed array against another (see ``Metric.transform``)."""
+    return {m.name: m.compare(tx[m.name], tc[m.name]) for m in metrics}
 
 
-def _descriptors(metrics: list[Metric], x: np.ndarray) -> dict[str, np.ndarray]:
-    return {m.name: m.describe(x) for m in metrics if m.describe is not None}
+def _transformed(metrics: list[Metric], x: np.ndarray) -> dict[str, Any]:
+    return {m.name: m.transform(x) for m in metrics}
 
 
 def _new_non_finite(x: np.ndarray, fp64: np.ndarray) -> int:
@@ -241,20 +238,21 @@ def assess(
         p: _as_float64(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
     consensus = elementwise_median(list(arrays.values()))
-    described = {p: _descriptors(metrics, x) for p, x in arrays.items()}
-    fp64_descriptors = _descriptors(metrics, fp64)
-    consensus_descriptors = {
-        m.name: elementwise_median([described[p][m.name] for p in arrays])
-        for m in metrics
+    transformed = {p: _transformed(metrics, x) for p, x in arrays.items()}
+    fp64_transformed = _transformed(metrics, fp64)
+    consensus_transformed = {
+        m.name: elementwise_median([transformed[p][m.name] for p in arrays])
         if m.distributional
+        else m.transform(consensus)
+        for m in metrics
     }
     deviations = tuple(
         Deviation(
             participant=p,
             anchor=anchor,
             input_id=input_id,
-            metrics=_against(metrics, x, described[p], consensus, consensus_descriptors),
-            vs_fp64=_against(metrics, x, described[p], fp64, fp64_descriptors),
+            metrics=_against(metrics, transformed[p], consensus_transformed),
+            vs_fp64=_against(metrics, transformed[p], fp64_transformed),
             non_finite=_new_non_finite(x, fp64),
         )
         for p, x in arrays.items()
@@ -263,8 +261,15 @@ def assess(
         noise_floor = next(d.vs_fp64 for d in deviations if d.participant == reference_name)
     else:
         fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
-        noise_floor = _against(metrics, fp32, _descriptors(metrics, fp32), fp64, fp64_descriptors)
-    return AnchorEvidence(anchor, input_id, deviations, dict(noise_floor), len(arrays))
+        noise_floor = _against(metrics, _transformed(metrics, fp32), fp64_transformed)
+    return AnchorEvidence(
+        anchor,
+        input_id,
+        deviations,
+        dict(noise_floor),
+        len(arrays),
+        _against(metrics, consensus_transformed, fp64_transformed),
+    )
 
 
 @dataclass(frozen=True)
@@ -279,7 +284,8 @@ def _population(values: Iterable[float]) -> _Population:
     if v.size == 0:
         return _Population(math.nan, math.nan)
     median = float(np.median(v))
-    spread = np.where(v == median, 0.0, np.abs(v - median))
+    with np.errstate(invalid="ignore"):  # inf − inf where the median itself is inf
+        spread = np.where(v == median, 0.0, np.abs(v - median))
     return _Population(median, float(np.median(spread)))
 
 
@@ -375,6 +381,7 @@ def judge_anchor(
                     primary=judged[primary],
                     secondary={n: j for n, j in judged.items() if n != primary},
                     vs_fp64=dict(d.vs_fp64),
+                    consensus_vs_fp64=dict(e.consensus_vs_fp64),
                     pairwise=e.pairwise,
                     non_finite=d.non_finite,
                     required=PAIRWISE_CRITERIA if e.pairwise else POPULATION_CRITERIA,

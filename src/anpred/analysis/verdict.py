@@ -8,6 +8,7 @@ can show why a deviation is or is not a finding.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -78,6 +79,7 @@ class Verdict:
         secondary: The other metrics, judged by the same rule; they do not change the
             verdict but show which kinds of deviation corroborate a finding.
         vs_fp64: The participant's metrics against the fp64 reference.
+        consensus_vs_fp64: The consensus's metrics against the fp64 reference.
         pairwise: True when only two participants were compared at this anchor and
             input: the consensus is then their midpoint, both deviate from it equally, and
             the finding goes to the one farther from fp64 (see ``required``).
@@ -92,6 +94,7 @@ class Verdict:
     primary: MetricJudgement
     secondary: Mapping[str, MetricJudgement]
     vs_fp64: Mapping[str, float]
+    consensus_vs_fp64: Mapping[str, float]
     pairwise: bool
     non_finite: int
     required: frozenset[Criterion]
@@ -116,6 +119,18 @@ class Verdict:
         return self.required - self.exceeded
 
     @property
+    def closer_to_fp64(self) -> bool:
+        """Whether the participant is closer to the fp64 reference than the consensus is.
+
+        Consensus blames the participant that differs from the majority; when the majority
+        shares an error (for example every library but one uses the same inexact kernel)
+        a finding can fall on the accurate participant. This flag lets a report say so.
+        """
+        metric = self.primary.metric
+        own = self.vs_fp64.get(metric, math.nan)
+        return bool(own < self.consensus_vs_fp64.get(metric, math.nan))
+
+    @property
     def corroborating(self) -> tuple[str, ...]:
         """Secondary metrics that would also have flagged this deviation."""
         return tuple(name for name, j in self.secondary.items() if j.above_noise and j.outlier)
@@ -132,7 +147,8 @@ class Verdict:
             "outlier_threshold": p.outlier_threshold,
             "noise_floor": p.noise_floor,
             "noise_threshold": p.noise_threshold,
-            "vs_fp64": self.vs_fp64.get(p.metric, float("nan")),
+            "vs_fp64": self.vs_fp64.get(p.metric, math.nan),
+            "consensus_vs_fp64": self.consensus_vs_fp64.get(p.metric, math.nan),
             "pairwise": self.pairwise,
             "non_finite": self.non_finite,
             "exceeded": ",".join(sorted(c.value for c in self.exceeded)),

@@ -41,7 +41,9 @@ class TranslatedProgram:
         for anchor in self.job.export.anchors:
             value = values[anchor.onnx_name]
             capture.arrays[anchor.key] = np.asarray(self.adapter.to_numpy(value))
-            capture.layouts[anchor.key] = self.adapter.layout(value)
+            layout = self.adapter.layout(value)
+            if layout != "NCHW":  # NCHW = the graph's own layout: nothing to undo
+                capture.layouts[anchor.key] = layout
         return capture
 
     def infer(self, feed: np.ndarray) -> Capture:

@@ -18,7 +18,8 @@ EXIT_CODES = """exit codes:
   0  no findings
   1  findings (a participant deviates from the population at some anchor)
   2  usage or input error (unknown model, missing library, bad file, ...)
-  3  a participant failed (crash, timeout or error); the others' results are kept"""
+  3  a participant failed (crash, timeout or error); the others' results are kept
+  4  internal error (a bug in anpred; --debug shows the traceback)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"anpred: error: {err}", file=sys.stderr)
         return err.exit_code
+    except Exception as err:  # a bug: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"anpred: internal error: {err.__class__.__name__}: {err} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         print("anpred: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

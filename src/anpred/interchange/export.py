@@ -26,7 +26,7 @@ from anpred.zoo.spec import OUTPUT_ANCHOR, Anchor
 #: Default ONNX opset of exports.
 DEFAULT_OPSET = 17
 #: Bump when the export format changes, to invalidate caches.
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
 INPUT_NAME = "images"
 
 
@@ -142,9 +142,11 @@ def export_anchored(
             opset_version=opset, input_names=[INPUT_NAME], output_names=[names[0]],
             do_constant_folding=True,
         )
+    from anpred.interchange.static_shapes import annotate_static_shapes
+
     for path in (tmp, plain_tmp):
         onnx.checker.check_model(str(path))
-        onnx.shape_inference.infer_shapes_path(str(path), str(path), strict_mode=True)
+        onnx.save(annotate_static_shapes(onnx.load(str(path))), str(path))
     os.replace(tmp, folder / "anchored.onnx")
     os.replace(plain_tmp, folder / "plain.onnx")
     by_name = {a.name: a for a in anchors}

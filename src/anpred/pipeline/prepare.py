@@ -1,4 +1,6 @@
-"""``python -m anpred.pipeline.prepare REQUEST.json``: export a zoo model in a torch worker.
+"""``python -m anpred.pipeline.prepare REQUEST.json``: prepare the anchored model in a worker.
+
+A zoo model is exported with torch; a user's ONNX file gets its anchors added.
 
 Prints the export as JSON on its last stdout line. Errors an anpred user can act on are
 printed as ``ANPRED-ERROR: <message>`` and exit with code 2.
@@ -19,6 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     request = json.loads(open(args[0]).read())
     warnings.simplefilter("ignore")
     try:
+        if request.get("onnx"):
+            from pathlib import Path
+
+            from anpred.pipeline.user_onnx import anchored_user_export
+
+            export = anchored_user_export(Path(request["onnx"]), Path(request["folder"]),
+                                          request.get("anchors") or ())
+            print(json.dumps(export.to_dict()), flush=True)
+            return 0
         from anpred.interchange.export import export_zoo_model
 
         export = export_zoo_model(

@@ -107,29 +107,28 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
     record = run_dir / "model.json"
     if record.exists():
         return AnchoredExport.from_dict(read_json(record))
+    request: dict[str, Any] = {"anchors": list(options.anchors)}
     if is_onnx_path(options.model):
-        from anpred.pipeline.user_onnx import anchored_user_export
-
-        export = anchored_user_export(Path(options.model), run_dir / "model", options.anchors)
+        request.update({"onnx": str(Path(options.model).resolve()),
+                        "folder": str((run_dir / "model").resolve())})
     else:
         say(f"export {options.model} to ONNX with {options.granularity} anchors (cached)")
-        request = {"model": options.model, "granularity": options.granularity,
-                   "weights": options.weights, "seed": options.seed,
-                   "anchors": list(options.anchors)}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump(request, handle)
-        try:
-            proc = subprocess.run([sys.executable, "-m", "anpred.pipeline.prepare", handle.name],
-                                  capture_output=True, text=True, env=worker_env(2))
-        finally:
-            os.unlink(handle.name)
-        lines = proc.stdout.strip().splitlines()
-        if proc.returncode == 2 and lines and lines[-1].startswith("ANPRED-ERROR: "):
-            raise UsageError(lines[-1].removeprefix("ANPRED-ERROR: "))
-        if proc.returncode != 0 or not lines:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise UsageError(f"export of {options.model} failed: {tail[0][:300]}")
-        export = AnchoredExport.from_dict(json.loads(lines[-1]))
+        request.update({"model": options.model, "granularity": options.granularity,
+                        "weights": options.weights, "seed": options.seed})
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(request, handle)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "anpred.pipeline.prepare", handle.name],
+                              capture_output=True, text=True, env=worker_env(2))
+    finally:
+        os.unlink(handle.name)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 2 and lines and lines[-1].startswith("ANPRED-ERROR: "):
+        raise UsageError(lines[-1].removeprefix("ANPRED-ERROR: "))
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise UsageError(f"preparing {options.model} failed: {tail[0][:300]}")
+    export = AnchoredExport.from_dict(json.loads(lines[-1]))
     write_json(record, export.to_dict())
     return export
 

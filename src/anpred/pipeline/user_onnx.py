@@ -1,5 +1,7 @@
 """A user's own ONNX file: anchors by tensor name, or inferred from module scopes.
 
+Runs in the prepare worker process (static shapes are materialised with onnxruntime).
+
 The legacy torch exporter names nodes after module scopes (``/model.2/cv1/conv/Conv``);
 the last tensor produced inside each top-level scope (``model.2``) becomes an anchor.
 """
@@ -93,7 +95,9 @@ def anchored_user_export(source: Path, folder: Path, anchors: Sequence[str] = ()
     plain = onnx.ModelProto()
     plain.CopyFrom(model)
     del plain.graph.output[1:]
-    onnx.save(plain, str(folder / "plain.onnx"))
+    from anpred.interchange.static_shapes import annotate_static_shapes
+
+    onnx.save(annotate_static_shapes(plain), str(folder / "plain.onnx"))
     anchored = onnx.ModelProto()
     anchored.CopyFrom(inferred)
     del anchored.graph.output[:]
@@ -107,7 +111,7 @@ def anchored_user_export(source: Path, folder: Path, anchors: Sequence[str] = ()
         records.append(AnchorOutput(name, name, "", "user", name, shp))
     out_shape = tuple(d.dim_value for d in infos[final].type.tensor_type.shape.dim)
     records.append(AnchorOutput(OUTPUT_ANCHOR, OUTPUT_ANCHOR, "", "head", final, out_shape))
-    onnx.save(anchored, str(folder / "anchored.onnx"))
+    onnx.save(annotate_static_shapes(anchored), str(folder / "anchored.onnx"))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     export = AnchoredExport(folder, inputs[0].name, shape, int(opset), tuple(records))
     (folder / "export.json").write_text(json.dumps(export.to_dict(), indent=1))

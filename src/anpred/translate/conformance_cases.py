@@ -133,17 +133,17 @@ class Rand:
 
 
 def feed(*shape: int, low: float = -1.0, high: float = 1.0, kind: str = "float") -> Rand:
-    """A random graph input (activations)."""
+    """Return a random graph input (activations)."""
     return Rand(tuple(shape), low, high, False, kind)
 
 
 def weight(*shape: int, low: float = -1.0, high: float = 1.0) -> Rand:
-    """A random float initializer (weights, biases, statistics)."""
+    """Return a random float initializer (weights, biases, statistics)."""
     return Rand(tuple(shape), low, high, True)
 
 
 def static(values: Any, dtype: Any = np.int64, fixed_dtype: bool = False) -> CaseInput:
-    """A fixed initializer (shapes, axes, pads, scales ...).
+    """Return a fixed initializer (shapes, axes, pads, scales ...).
 
     Args:
         values: The value.
@@ -258,7 +258,7 @@ def build_model(case: OpCase, float_dtype: Any = np.float32) -> onnx.ModelProto:
 
 
 def case_feeds(case: OpCase, float_dtype: Any = np.float32) -> dict[str, np.ndarray]:
-    """The run-time feeds of ``case`` (its non-static inputs) with floats in ``float_dtype``."""
+    """Return the run-time feeds of ``case`` (non-static inputs), floats in ``float_dtype``."""
     return {
         name: _input_value(inp, np.dtype(float_dtype))
         for name, inp in zip(input_names(case), case.inputs, strict=True)

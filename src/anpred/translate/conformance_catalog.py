@@ -9,6 +9,7 @@ the measured float32 noise describes rounding, not cancellation.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto
@@ -17,6 +18,7 @@ from anpred.translate.conformance_cases import (
     FLOAT_TYPE,
     CaseInput,
     OpCase,
+    Rand,
     feed,
     make_case,
     static,
@@ -25,6 +27,33 @@ from anpred.translate.conformance_cases import (
 
 _I64_MAX = np.iinfo(np.int64).max
 _I64_MIN = np.iinfo(np.int64).min
+_ACT = {"low": -5.0, "high": 5.0}  # activations: the interesting region and the saturations
+_POSITIVE = {"low": 0.5, "high": 2.0}  # denominators, variances
+
+
+def ints(*shape: int, low: int, high: int) -> Rand:
+    """Return a random int64 graph input in ``[low, high]``."""
+    return feed(*shape, low=low, high=high, kind="int")
+
+
+def grid(*shape: int) -> Rand:
+    """Return a float32 graph input holding integers 0..3, so that equal values occur."""
+    return feed(*shape, low=0, high=3, kind="grid")
+
+
+def mask(*shape: int) -> Rand:
+    """Return a random bool graph input."""
+    return feed(*shape, kind="bool")
+
+
+def scalar(value: float) -> CaseInput:
+    """Return a float scalar initializer (it follows the model's float dtype)."""
+    return static(value, np.float32)
+
+
+def scales(*values: float) -> CaseInput:
+    """Return Resize scales: float32 in both copies (ONNX types scales as float only)."""
+    return static(list(values), np.float32, fixed_dtype=True)
 
 
 def _elementwise() -> list[OpCase]:
@@ -38,17 +67,20 @@ def _elementwise() -> list[OpCase]:
             c(op, "scalar_const", [feed(2, 8, 6), weight()]),
             c(op, "channel_const", [feed(1, 4, 5, 5), weight(4, 1, 1)]),
         ]
-    den = {"low": 0.5, "high": 2.0}
     cases += [
-        c("Div", "same_shape", [feed(2, 3, 4, 5), feed(2, 3, 4, 5, **den)]),
-        c("Div", "broadcast", [feed(2, 3, 4, 5), feed(3, 1, 1, **den)]),
-        c("Div", "scalar_const", [feed(4, 7), weight(**den)]),
-        c("Div", "const_numerator", [weight(1, 6), feed(3, 6, **den)]),
-        c("Pow", "tensor_exponent", [feed(2, 3, 4, low=0.5, high=2.0), feed(2, 3, 4, low=-2, high=2)]),
-        c("Pow", "square_const", [feed(2, 3, 8), static(2.0, np.float32)]),
-        c("Pow", "sqrt_const", [feed(2, 3, 8, low=0.0, high=3.0), static(0.5, np.float32)]),
+        c("Div", "same_shape", [feed(2, 3, 4, 5), feed(2, 3, 4, 5, **_POSITIVE)]),
+        c("Div", "broadcast", [feed(2, 3, 4, 5), feed(3, 1, 1, **_POSITIVE)]),
+        c("Div", "scalar_const", [feed(4, 7), weight(**_POSITIVE)]),
+        c("Div", "const_numerator", [weight(1, 6), feed(3, 6, **_POSITIVE)]),
+        c("Pow", "tensor_exponent", [feed(2, 3, 4, **_POSITIVE), feed(2, 3, 4, low=-2, high=2)]),
+        c("Pow", "square_const", [feed(2, 3, 8), scalar(2.0)]),
+        c("Pow", "sqrt_const", [feed(2, 3, 8, low=0.0, high=3.0), scalar(0.5)]),
         c("Pow", "int_exponent", [feed(4, 5, low=-2, high=2), static(3)]),
-    ]  # fmt: skip
+        c("Mod", "int_python_sign", [ints(4, 3, low=-20, high=20), static([3, -4, 5])]),
+        c("Mod", "int_fmod", [ints(4, 3, low=-20, high=20), static([3, -4, 5])], fmod=1),
+        c("Mod", "float_fmod", [feed(3, 5, low=-10, high=10), weight(5, **_POSITIVE)], fmod=1),
+        c("Mod", "int_dynamic", [ints(6, low=-50, high=50), ints(6, low=1, high=9)]),
+    ]
     unary = {
         "Sqrt": (0.01, 4.0), "Erf": (-3.0, 3.0), "Exp": (-5.0, 5.0), "Log": (0.01, 10.0),
         "Neg": (-1.0, 1.0), "Abs": (-1.0, 1.0), "Tanh": (-4.0, 4.0), "Sigmoid": (-8.0, 8.0),
@@ -60,42 +92,44 @@ def _elementwise() -> list[OpCase]:
             c(op, "vector", [feed(37, low=low, high=high)]),
             c(op, "tokens", [feed(1, 10, 24, low=low, high=high)]),
         ]
-    act = {"low": -5.0, "high": 5.0}
-    cases += [
-        c("LeakyRelu", "default_alpha", [feed(2, 4, 8, 8, **act)]),
-        c("LeakyRelu", "alpha_0.1", [feed(2, 4, 8, 8, **act)], alpha=0.1),
-        c("LeakyRelu", "alpha_2", [feed(5, 9, **act)], alpha=2.0),
-        c("HardSigmoid", "default", [feed(2, 4, 8, 8, **act)]),
-        c("HardSigmoid", "torch_alpha", [feed(2, 4, 8, 8, **act)], alpha=1.0 / 6.0),
-        c("HardSigmoid", "alpha_beta", [feed(5, 9, **act)], alpha=0.3, beta=0.6),
-        c("Clip", "min_max", [feed(2, 4, 8, 8, **act), static(-1.0, np.float32), static(2.0, np.float32)]),
-        c("Clip", "relu6", [feed(2, 4, 8, 8, low=-3, high=9), static(0.0, np.float32), static(6.0, np.float32)]),
-        c("Clip", "min_only", [feed(3, 7, **act), static(0.5, np.float32)]),
-        c("Clip", "max_only", [feed(3, 7, **act), None, static(0.5, np.float32)]),
-        c("Clip", "no_bounds", [feed(3, 7, **act)]),
-        c("Softmax", "last_axis", [feed(2, 3, 10, low=-10, high=10)]),
-        c("Softmax", "axis_1", [feed(2, 5, 4, 4, low=-10, high=10)], axis=1),
-        c("Softmax", "axis_0", [feed(6, 3, low=-10, high=10)], axis=0),
-        c("Softmax", "attention", [feed(1, 4, 16, 16, low=-10, high=10)], axis=-1),
-        # The ONNX reference evaluator ignores the opset < 13 flattening semantics.
-        c("Softmax", "opset11_flatten", [feed(2, 3, 4, low=-5, high=5)], axis=1, opset=11, reference="onnxruntime"),
-    ]  # fmt: skip
     return cases
+
+
+def _activations() -> list[OpCase]:
+    c = make_case
+    x = feed(2, 4, 8, 8, **_ACT)
+    logits = {"low": -10.0, "high": 10.0}
+    return [
+        c("LeakyRelu", "default_alpha", [x]),
+        c("LeakyRelu", "alpha_0.1", [x], alpha=0.1),
+        c("LeakyRelu", "alpha_2", [feed(5, 9, **_ACT)], alpha=2.0),
+        c("HardSigmoid", "default", [x]),
+        c("HardSigmoid", "torch_alpha", [x], alpha=1.0 / 6.0),
+        c("HardSigmoid", "alpha_beta", [feed(5, 9, **_ACT)], alpha=0.3, beta=0.6),
+        c("Clip", "min_max", [x, scalar(-1.0), scalar(2.0)]),
+        c("Clip", "relu6", [feed(2, 4, 8, 8, low=-3, high=9), scalar(0.0), scalar(6.0)]),
+        c("Clip", "min_only", [feed(3, 7, **_ACT), scalar(0.5)]),
+        c("Clip", "max_only", [feed(3, 7, **_ACT), None, scalar(0.5)]),
+        c("Clip", "no_bounds", [feed(3, 7, **_ACT)]),
+        c("Softmax", "last_axis", [feed(2, 3, 10, **logits)]),
+        c("Softmax", "axis_1", [feed(2, 5, 4, 4, **logits)], axis=1),
+        c("Softmax", "axis_0", [feed(6, 3, **logits)], axis=0),
+        c("Softmax", "attention", [feed(1, 4, 16, 16, **logits)], axis=-1),
+        # The ONNX reference evaluator ignores the opset < 13 flattening semantics.
+        c("Softmax", "opset11_flatten", [feed(2, 3, 4, **_ACT)], axis=1, opset=11,
+          reference="onnxruntime"),
+    ]  # fmt: skip
 
 
 def _selection() -> list[OpCase]:
     c = make_case
     return [
-        c("Mod", "int_python_sign", [feed(4, 3, low=-20, high=20, kind="int"), static([3, -4, 5])]),
-        c("Mod", "int_fmod", [feed(4, 3, low=-20, high=20, kind="int"), static([3, -4, 5])], fmod=1),
-        c("Mod", "float_fmod", [feed(3, 5, low=-10, high=10), weight(5, low=0.5, high=3.0)], fmod=1),
-        c("Mod", "int_dynamic", [feed(6, low=-50, high=50, kind="int"), feed(6, low=1, high=9, kind="int")]),
-        c("Where", "same_shape", [feed(3, 4, kind="bool"), feed(3, 4), feed(3, 4)]),
-        c("Where", "broadcast", [feed(1, 4, kind="bool"), feed(2, 3, 4), feed(4)]),
-        c("Where", "const_branch", [feed(2, 5, kind="bool"), feed(2, 5), weight()]),
-        c("Equal", "float", [feed(3, 4, 5, low=0, high=3, kind="grid"), feed(3, 4, 5, low=0, high=3, kind="grid")]),
-        c("Equal", "broadcast", [feed(3, 4, 5, low=0, high=3, kind="grid"), feed(5, low=0, high=3, kind="grid")]),
-        c("Equal", "int64", [feed(6, 7, low=0, high=3, kind="int"), feed(6, 7, low=0, high=3, kind="int")]),
+        c("Where", "same_shape", [mask(3, 4), feed(3, 4), feed(3, 4)]),
+        c("Where", "broadcast", [mask(1, 4), feed(2, 3, 4), feed(4)]),
+        c("Where", "const_branch", [mask(2, 5), feed(2, 5), weight()]),
+        c("Equal", "float", [grid(3, 4, 5), grid(3, 4, 5)]),
+        c("Equal", "broadcast", [grid(3, 4, 5), grid(5)]),
+        c("Equal", "int64", [ints(6, 7, low=0, high=3), ints(6, 7, low=0, high=3)]),
         c("Min", "two", [feed(3, 4, 5), feed(3, 4, 5)]),
         c("Min", "broadcast_three", [feed(3, 4, 5), feed(4, 1), feed(5)]),
         c("Min", "one", [feed(2, 6)]),
@@ -103,67 +137,106 @@ def _selection() -> list[OpCase]:
         c("Max", "broadcast_three", [feed(3, 4, 5), feed(4, 1), feed(5)]),
         c("Max", "const", [feed(2, 6), weight()]),
         c("Identity", "float", [feed(2, 3, 4, 5)]),
-        c("Identity", "int64", [feed(4, 5, low=-9, high=9, kind="int")]),
+        c("Identity", "int64", [ints(4, 5, low=-9, high=9)]),
         c("Dropout", "inference", [feed(2, 3, 4, 5)]),
-        c("Dropout", "ratio_input", [feed(2, 16), static(0.1, np.float32)]),
+        c("Dropout", "ratio_input", [feed(2, 16), scalar(0.1)]),
         c("Dropout", "with_mask", [feed(3, 8)], n_outputs=2),
         c("Cast", "float_to_int64", [feed(3, 4, low=-10, high=10)], to=TensorProto.INT64),
         c("Cast", "float_to_int32", [feed(3, 4, low=-10, high=10)], to=TensorProto.INT32),
-        c("Cast", "float_to_bool", [feed(3, 4, low=-1, high=1, kind="grid")], to=TensorProto.BOOL),
-        c("Cast", "int64_to_float", [feed(3, 4, low=-100, high=100, kind="int")], to=FLOAT_TYPE),
-        c("Cast", "bool_to_float", [feed(3, 4, kind="bool")], to=FLOAT_TYPE),
+        c("Cast", "float_to_bool", [grid(3, 4)], to=TensorProto.BOOL),
+        c("Cast", "int64_to_float", [ints(3, 4, low=-100, high=100)], to=FLOAT_TYPE),
+        c("Cast", "bool_to_float", [mask(3, 4)], to=FLOAT_TYPE),
         c("Cast", "float_to_float", [feed(2, 3, 4)], to=FLOAT_TYPE),
+    ]
+
+
+def _conv(case_id: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool, **attrs: Any) -> OpCase:
+    inputs = [feed(*x), weight(*w)] + ([weight(w[0])] if bias else [])
+    return make_case("Conv", case_id, inputs, **attrs)
+
+
+def _convolutions() -> list[OpCase]:
+    p1, p2 = [1, 1, 1, 1], [2, 2, 2, 2]
+    return [
+        _conv("3x3_pad1_bias", (1, 4, 8, 8), (8, 4, 3, 3), True, pads=p1),
+        _conv("stride2_nobias", (2, 3, 9, 9), (6, 3, 3, 3), False, strides=[2, 2]),
+        _conv("1x1", (1, 16, 6, 6), (8, 16, 1, 1), True, kernel_shape=[1, 1]),
+        _conv("groups2", (1, 8, 7, 7), (6, 4, 3, 3), True, group=2, pads=p1),
+        _conv("depthwise", (1, 6, 8, 8), (6, 1, 3, 3), True, group=6, pads=p1),
+        _conv("depthwise_stride2", (1, 4, 9, 9), (8, 1, 5, 5), False, group=4, strides=[2, 2],
+              pads=p2),
+        _conv("asym_pads", (1, 3, 8, 8), (4, 3, 3, 3), True, pads=[0, 1, 1, 2]),
+        _conv("dilation2", (1, 3, 10, 10), (4, 3, 3, 3), False, dilations=[2, 2], pads=p2),
+        _conv("same_upper_s2", (1, 3, 9, 9), (4, 3, 3, 3), False, auto_pad="SAME_UPPER",
+              strides=[2, 2]),
+        _conv("same_lower_k4", (1, 3, 8, 8), (4, 3, 4, 4), False, auto_pad="SAME_LOWER"),
+        _conv("valid", (1, 3, 8, 8), (4, 3, 3, 3), True, auto_pad="VALID"),
+        _conv("rect_kernel", (1, 3, 7, 10), (5, 3, 3, 2), False, strides=[1, 2],
+              pads=[1, 0, 1, 1]),
+        _conv("stem_6x6_s2", (1, 3, 16, 16), (8, 3, 6, 6), True, strides=[2, 2], pads=p2),
+        _conv("conv1d", (2, 3, 16), (4, 3, 5), True, pads=[2, 2]),
     ]  # fmt: skip
 
 
-def _nn() -> list[OpCase]:
+def _pools() -> list[OpCase]:
     c = make_case
+    k2, k3, s2, p1 = [2, 2], [3, 3], [2, 2], [1, 1, 1, 1]
     return [
-        c("Conv", "3x3_pad1_bias", [feed(1, 4, 8, 8), weight(8, 4, 3, 3), weight(8)], pads=[1, 1, 1, 1]),
-        c("Conv", "stride2_nobias", [feed(2, 3, 9, 9), weight(6, 3, 3, 3)], strides=[2, 2]),
-        c("Conv", "1x1", [feed(1, 16, 6, 6), weight(8, 16, 1, 1), weight(8)], kernel_shape=[1, 1]),
-        c("Conv", "groups2", [feed(1, 8, 7, 7), weight(6, 4, 3, 3), weight(6)], group=2, pads=[1, 1, 1, 1]),
-        c("Conv", "depthwise", [feed(1, 6, 8, 8), weight(6, 1, 3, 3), weight(6)], group=6, pads=[1, 1, 1, 1]),
-        c("Conv", "depthwise_stride2", [feed(1, 4, 9, 9), weight(8, 1, 5, 5)], group=4, strides=[2, 2], pads=[2, 2, 2, 2]),
-        c("Conv", "asym_pads", [feed(1, 3, 8, 8), weight(4, 3, 3, 3), weight(4)], pads=[0, 1, 1, 2]),
-        c("Conv", "dilation2", [feed(1, 3, 10, 10), weight(4, 3, 3, 3)], dilations=[2, 2], pads=[2, 2, 2, 2]),
-        c("Conv", "same_upper_s2", [feed(1, 3, 9, 9), weight(4, 3, 3, 3)], auto_pad="SAME_UPPER", strides=[2, 2]),
-        c("Conv", "same_lower_k4", [feed(1, 3, 8, 8), weight(4, 3, 4, 4)], auto_pad="SAME_LOWER"),
-        c("Conv", "valid", [feed(1, 3, 8, 8), weight(4, 3, 3, 3), weight(4)], auto_pad="VALID"),
-        c("Conv", "rect_kernel", [feed(1, 3, 7, 10), weight(5, 3, 3, 2)], strides=[1, 2], pads=[1, 0, 1, 1]),
-        c("Conv", "stem_6x6_s2", [feed(1, 3, 16, 16), weight(8, 3, 6, 6), weight(8)], strides=[2, 2], pads=[2, 2, 2, 2]),
-        c("Conv", "conv1d", [feed(2, 3, 16), weight(4, 3, 5), weight(4)], pads=[2, 2]),
-        c("MaxPool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=[2, 2], strides=[2, 2]),
-        c("MaxPool", "k3s2p1", [feed(1, 4, 9, 9)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        c("MaxPool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=k2, strides=s2),
+        c("MaxPool", "k3s2p1", [feed(1, 4, 9, 9)], kernel_shape=k3, strides=s2, pads=p1),
         c("MaxPool", "sppf_k5s1p2", [feed(1, 4, 8, 8)], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
-        c("MaxPool", "ceil_k3s2", [feed(1, 2, 8, 8)], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
-        c("MaxPool", "ceil_k2s2_odd", [feed(1, 2, 7, 9)], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
-        c("MaxPool", "asym_pads_s2", [feed(1, 2, 8, 8)], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 1, 1, 0]),
-        # The reference evaluator reads 2-D pads as (top, bottom, left, right) for unit strides.
-        c("MaxPool", "asym_pads_s1", [feed(1, 2, 8, 8)], kernel_shape=[2, 2], pads=[0, 0, 1, 1], reference="onnxruntime"),
-        c("MaxPool", "same_upper", [feed(1, 2, 7, 7)], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
-        c("MaxPool", "dilation2", [feed(1, 2, 9, 9)], kernel_shape=[2, 2], dilations=[2, 2]),
+        c("MaxPool", "ceil_k3s2", [feed(1, 2, 8, 8)], kernel_shape=k3, strides=s2, ceil_mode=1),
+        c("MaxPool", "ceil_k2s2_odd", [feed(1, 2, 7, 9)], kernel_shape=k2, strides=s2,
+          ceil_mode=1),
+        c("MaxPool", "asym_pads_s2", [feed(1, 2, 8, 8)], kernel_shape=k3, strides=s2,
+          pads=[0, 1, 1, 0]),
+        # The reference evaluator reads 2-D pads as (top, bottom, left, right) at unit strides.
+        c("MaxPool", "asym_pads_s1", [feed(1, 2, 8, 8)], kernel_shape=k2, pads=[0, 0, 1, 1],
+          reference="onnxruntime"),
+        c("MaxPool", "same_upper", [feed(1, 2, 7, 7)], kernel_shape=k3, strides=s2,
+          auto_pad="SAME_UPPER"),
+        c("MaxPool", "dilation2", [feed(1, 2, 9, 9)], kernel_shape=k2, dilations=[2, 2]),
         c("MaxPool", "pool1d", [feed(2, 3, 11)], kernel_shape=[3], strides=[2]),
-        c("AveragePool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=[2, 2], strides=[2, 2]),
-        c("AveragePool", "k3s1p1_exclude_pad", [feed(1, 4, 6, 6)], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        c("AveragePool", "k3s1p1_include_pad", [feed(1, 4, 6, 6)], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
-        c("AveragePool", "ceil_include_pad", [feed(1, 2, 7, 7)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
-        c("AveragePool", "ceil_exclude_pad", [feed(1, 2, 8, 8)], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
-        c("AveragePool", "asym_pads", [feed(1, 2, 8, 8)], kernel_shape=[2, 2], pads=[0, 1, 1, 0], count_include_pad=1),
-        c("AveragePool", "same_upper", [feed(1, 2, 7, 7)], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+        c("AveragePool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=k2, strides=s2),
+        c("AveragePool", "k3s1p1_exclude_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1),
+        c("AveragePool", "k3s1p1_include_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1,
+          count_include_pad=1),
+        c("AveragePool", "ceil_include_pad", [feed(1, 2, 7, 7)], kernel_shape=k3, strides=s2,
+          pads=p1, ceil_mode=1, count_include_pad=1),
+        c("AveragePool", "ceil_exclude_pad", [feed(1, 2, 8, 8)], kernel_shape=k3, strides=s2,
+          ceil_mode=1),
+        c("AveragePool", "asym_pads", [feed(1, 2, 8, 8)], kernel_shape=k2, pads=[0, 1, 1, 0],
+          count_include_pad=1),
+        c("AveragePool", "same_upper", [feed(1, 2, 7, 7)], kernel_shape=k3, strides=s2,
+          auto_pad="SAME_UPPER"),
         c("GlobalAveragePool", "nchw", [feed(2, 8, 7, 7)]),
         c("GlobalAveragePool", "large_hw", [feed(1, 4, 32, 32)]),
         c("GlobalAveragePool", "1x1", [feed(1, 16, 1, 1)]),
         c("GlobalAveragePool", "ncw", [feed(2, 4, 9)]),
-        c("BatchNormalization", "nchw", [feed(2, 4, 5, 5), weight(4), weight(4), weight(4), weight(4, low=0.5, high=2.0)]),
-        c("BatchNormalization", "eps1e-3", [feed(1, 8, 3, 3), weight(8), weight(8), weight(8), weight(8, low=0.5, high=2.0)], epsilon=1e-3),
-        c("BatchNormalization", "nc", [feed(6, 5), weight(5), weight(5), weight(5), weight(5, low=0.5, high=2.0)]),
-        c("BatchNormalization", "tiny_var", [feed(1, 3, 4, 4), weight(3), weight(3), weight(3), weight(3, low=1e-4, high=1e-3)]),
+    ]  # fmt: skip
+
+
+def _batch_norm(case_id: str, x: tuple[int, ...], var: Rand, **attrs: Any) -> OpCase:
+    n = x[1]
+    inputs = [feed(*x), weight(n), weight(n), weight(n), var]
+    return make_case("BatchNormalization", case_id, inputs, **attrs)
+
+
+def _normalisations() -> list[OpCase]:
+    c = make_case
+    return [
+        _batch_norm("nchw", (2, 4, 5, 5), weight(4, **_POSITIVE)),
+        _batch_norm("eps1e-3", (1, 8, 3, 3), weight(8, **_POSITIVE), epsilon=1e-3),
+        _batch_norm("nc", (6, 5), weight(5, **_POSITIVE)),
+        _batch_norm("tiny_var", (1, 3, 4, 4), weight(3, low=1e-4, high=1e-3)),
         c("LayerNormalization", "last_axis", [feed(2, 5, 16), weight(16), weight(16)]),
-        c("LayerNormalization", "vit_eps1e-6", [feed(1, 10, 32), weight(32), weight(32)], epsilon=1e-6),
-        c("LayerNormalization", "axis1", [feed(2, 3, 4, 5), weight(3, 4, 5), weight(3, 4, 5)], axis=1),
+        c("LayerNormalization", "vit_eps1e-6", [feed(1, 10, 32), weight(32), weight(32)],
+          epsilon=1e-6),
+        c("LayerNormalization", "axis1", [feed(2, 3, 4, 5), weight(3, 4, 5), weight(3, 4, 5)],
+          axis=1),
         c("LayerNormalization", "no_bias", [feed(3, 12), weight(12)], axis=-1),
-        c("LayerNormalization", "offset_input", [feed(2, 8, low=10.0, high=11.0), weight(8), weight(8)]),
+        c("LayerNormalization", "offset_input",
+          [feed(2, 8, low=10.0, high=11.0), weight(8), weight(8)]),
     ]  # fmt: skip
 
 
@@ -184,7 +257,7 @@ def _linear() -> list[OpCase]:
         c("MatMul", "matrix_vector", [feed(3, 4), feed(4)]),
         c("MatMul", "vector_matrix", [feed(4), feed(4, 5)]),
         c("MatMul", "long_reduction", [feed(2, 512), weight(512, 3)]),
-    ]  # fmt: skip
+    ]
 
 
 def _reductions() -> list[OpCase]:
@@ -201,34 +274,44 @@ def _reductions() -> list[OpCase]:
         c("ReduceMax", "axis1_nokeep", [feed(2, 5, 6)], axes=[1], keepdims=0),
         c("ReduceMax", "spatial", [feed(1, 3, 8, 8)], axes=[2, 3]),
         c("ReduceMax", "all", [feed(4, 9)]),
-    ]  # fmt: skip
+    ]
 
 
-def _shape_ops() -> list[OpCase]:
+def _slicing() -> list[OpCase]:
     c = make_case
+    top, bottom = static([_I64_MAX]), static([_I64_MIN])
     return [
-        c("Concat", "axis1", [feed(1, 3, 4, 4), feed(1, 5, 4, 4)], axis=1),
-        c("Concat", "last_three", [feed(2, 3), feed(2, 1), feed(2, 4)], axis=-1),
-        c("Concat", "axis0_const", [feed(2, 6), weight(1, 6)], axis=0),
         c("Split", "equal_two", [feed(1, 8, 3, 3)], axis=1, n_outputs=2),
         c("Split", "sizes_axis2", [feed(2, 3, 6), static([2, 3, 1])], axis=2, n_outputs=3),
         c("Split", "sizes_last", [feed(2, 7), static([4, 3])], axis=-1, n_outputs=2),
         c("Split", "default_axis", [feed(6, 2)], n_outputs=3),
-        c("Split", "opset18_num_outputs", [feed(2, 7)], axis=1, num_outputs=3, n_outputs=3, opset=18),
+        c("Split", "opset18_num_outputs", [feed(2, 7)], axis=1, num_outputs=3, n_outputs=3,
+          opset=18),
         c("Slice", "basic", [feed(5, 6), static([1, 2]), static([4, 5])]),
-        c("Slice", "axes_steps", [feed(2, 8, 9), static([0, 1]), static([8, 9]), static([1, 2]), static([2, 3])]),
-        c("Slice", "negative_starts", [feed(4, 10), static([-3]), static([_I64_MAX]), static([1])]),
-        c("Slice", "huge_end", [feed(3, 7), static([2]), static([_I64_MAX]), static([-1])]),
-        c("Slice", "reverse", [feed(3, 7), static([-1]), static([_I64_MIN]), static([1]), static([-1])]),
-        c("Slice", "reverse_step2", [feed(3, 9), static([7]), static([0]), static([1]), static([-2])]),
-        c("Slice", "yolo_focus", [feed(1, 3, 8, 8), static([1]), static([_I64_MAX]), static([2]), static([2])]),
+        c("Slice", "axes_steps", [feed(2, 8, 9), static([0, 1]), static([8, 9]), static([1, 2]),
+                                  static([2, 3])]),
+        c("Slice", "negative_starts", [feed(4, 10), static([-3]), top, static([1])]),
+        c("Slice", "huge_end", [feed(3, 7), static([2]), top, static([-1])]),
+        c("Slice", "reverse", [feed(3, 7), static([-1]), bottom, static([1]), static([-1])]),
+        c("Slice", "reverse_step2", [feed(3, 9), static([7]), static([0]), static([1]),
+                                     static([-2])]),
+        c("Slice", "yolo_focus", [feed(1, 3, 8, 8), static([1]), top, static([2]), static([2])]),
         c("Slice", "empty", [feed(4, 5), static([3]), static([1]), static([0])]),
         c("Gather", "axis0_vector", [feed(5, 4), static([0, 3, 3, 1])]),
         c("Gather", "axis1_scalar", [feed(2, 6, 3), static(2)], axis=1),
         c("Gather", "negative_index", [feed(2, 6, 3), static([-1, 0])], axis=1),
         c("Gather", "matrix_indices", [feed(7, 3), static([[0, 6], [2, 2]])]),
         c("Gather", "last_axis_scalar", [feed(2, 3, 5), static(-2)], axis=-1),
-        c("Gather", "dynamic_indices", [feed(6, 4), feed(3, low=0, high=5, kind="int")]),
+        c("Gather", "dynamic_indices", [feed(6, 4), ints(3, low=0, high=5)]),
+    ]  # fmt: skip
+
+
+def _reshaping() -> list[OpCase]:
+    c = make_case
+    return [
+        c("Concat", "axis1", [feed(1, 3, 4, 4), feed(1, 5, 4, 4)], axis=1),
+        c("Concat", "last_three", [feed(2, 3), feed(2, 1), feed(2, 4)], axis=-1),
+        c("Concat", "axis0_const", [feed(2, 6), weight(1, 6)], axis=0),
         c("Reshape", "zero_and_minus1", [feed(2, 3, 4, 5), static([0, -1])]),
         c("Reshape", "split_heads", [feed(1, 10, 32), static([1, 10, 4, 8])]),
         c("Reshape", "flat", [feed(2, 3, 4), static([-1])]),
@@ -252,12 +335,18 @@ def _shape_ops() -> list[OpCase]:
         c("Tile", "3d", [feed(2, 3, 4), static([2, 1, 3])]),
         c("Tile", "4d", [feed(1, 2, 3, 3), static([1, 2, 1, 2])]),
         c("Pad", "spatial", [feed(1, 2, 4, 4), static([0, 0, 1, 1, 0, 0, 1, 1])]),
-        c("Pad", "value", [feed(1, 2, 4, 4), static([0, 0, 2, 0, 0, 0, 0, 3]), static(0.5, np.float32)]),
+        c("Pad", "value", [feed(1, 2, 4, 4), static([0, 0, 2, 0, 0, 0, 0, 3]), scalar(0.5)]),
         # The reference evaluator rejects negative pads.
         c("Pad", "crop", [feed(2, 6, 5), static([0, -1, 1, 0, -2, 1])], reference="onnxruntime"),
         c("Pad", "all_dims", [feed(2, 3), static([1, 2, 0, 1])]),
-        # Shape and Constant are folded by the interpreter; their values reach the library
-        # through the adapter's constants.
+    ]
+
+
+def _constants() -> list[OpCase]:
+    c = make_case
+    # Shape and Constant are folded by the interpreter; their values reach the library
+    # through the adapter's constants.
+    return [
         c("Shape", "full", [feed(2, 3, 4)]),
         c("Shape", "start_end", [feed(2, 3, 4, 5)], start=1, end=-1),
         c("Constant", "float_tensor", [], value=np.arange(6, dtype=np.float32).reshape(2, 3) / 7),
@@ -265,41 +354,45 @@ def _shape_ops() -> list[OpCase]:
         c("ConstantOfShape", "float", [static([2, 3])], value=np.array([1.5], np.float32)),
         c("ConstantOfShape", "default_zero", [static([4])]),
         c("ConstantOfShape", "int64", [static([3, 2])], value=np.array([7], np.int64)),
-        c("Range", "float", [static(0.0, np.float32), static(5.0, np.float32), static(0.5, np.float32)]),
-        c("Range", "float_negative_delta", [static(10.0, np.float32), static(2.0, np.float32), static(-1.5, np.float32)]),
+        c("Range", "float", [scalar(0.0), scalar(5.0), scalar(0.5)]),
+        c("Range", "float_negative_delta", [scalar(10.0), scalar(2.0), scalar(-1.5)]),
         c("Range", "int64", [static(2), static(11), static(3)]),
-    ]  # fmt: skip
-
-
-def scales(*values: float) -> CaseInput:
-    """Resize scales: a float32 initializer in both copies (ONNX types scales as float)."""
-    return static(list(values), np.float32, fixed_dtype=True)
+    ]
 
 
 def _resize() -> list[OpCase]:
     c = make_case
-    x = feed(1, 2, 4, 5)
-    nearest = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    x, x8 = feed(1, 2, 4, 5), feed(1, 2, 8, 8)
+    nearest = {  # what torch's nn.Upsample exports
+        "mode": "nearest",
+        "coordinate_transformation_mode": "asymmetric",
+        "nearest_mode": "floor",
+    }
+    linear = {"mode": "linear"}
     return [
         c("Resize", "upsample2_torch", [x, None, scales(1, 1, 2, 2)], **nearest),
         c("Resize", "upsample3", [x, None, scales(1, 1, 3, 3)], **nearest),
         c("Resize", "sizes_nearest", [x, None, None, static([1, 2, 8, 10])], **nearest),
-        c("Resize", "downsample_nearest", [feed(1, 2, 8, 8), None, scales(1, 1, 0.5, 0.5)], **nearest),
+        c("Resize", "downsample_nearest", [x8, None, scales(1, 1, 0.5, 0.5)], **nearest),
         c("Resize", "nearest_default_modes", [x, None, scales(1, 1, 2, 2)], mode="nearest"),
-        c("Resize", "nearest_half_pixel_ceil", [x, None, scales(1, 1, 1.5, 1.5)], mode="nearest", nearest_mode="round_prefer_ceil"),
-        c("Resize", "linear_half_pixel", [x, None, scales(1, 1, 2, 2)], mode="linear"),
-        c("Resize", "linear_downsample", [feed(1, 2, 8, 8), None, scales(1, 1, 0.5, 0.5)], mode="linear"),
-        c("Resize", "linear_align_corners", [x, None, None, static([1, 2, 7, 9])], mode="linear", coordinate_transformation_mode="align_corners"),
-        c("Resize", "linear_asymmetric", [x, None, scales(1, 1, 2, 2)], mode="linear", coordinate_transformation_mode="asymmetric"),
-        c("Resize", "linear_pytorch_half_pixel", [x, None, None, static([1, 2, 6, 1])], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+        c("Resize", "nearest_half_pixel_ceil", [x, None, scales(1, 1, 1.5, 1.5)],
+          mode="nearest", nearest_mode="round_prefer_ceil"),
+        c("Resize", "linear_half_pixel", [x, None, scales(1, 1, 2, 2)], **linear),
+        c("Resize", "linear_downsample", [x8, None, scales(1, 1, 0.5, 0.5)], **linear),
+        c("Resize", "linear_align_corners", [x, None, None, static([1, 2, 7, 9])], **linear,
+          coordinate_transformation_mode="align_corners"),
+        c("Resize", "linear_asymmetric", [x, None, scales(1, 1, 2, 2)], **linear,
+          coordinate_transformation_mode="asymmetric"),
+        c("Resize", "linear_pytorch_half_pixel", [x, None, None, static([1, 2, 6, 1])],
+          **linear, coordinate_transformation_mode="pytorch_half_pixel"),
     ]  # fmt: skip
 
 
 @cache
 def catalogue() -> tuple[OpCase, ...]:
     """Return every conformance case, grouped by op family."""
-    cases = (
-        _elementwise() + _selection() + _nn() + _linear() + _reductions() + _shape_ops()
-        + _resize()
+    families = (
+        _elementwise, _activations, _selection, _convolutions, _pools, _normalisations,
+        _linear, _reductions, _slicing, _reshaping, _constants, _resize,
     )  # fmt: skip
-    return tuple(cases)
+    return tuple(case for family in families for case in family())

@@ -55,8 +55,10 @@ for _op_type, _fn in _BINARY.items():
 
 @layout_op("Mod")
 def mod(call: NodeCall, a: TFValue, b: TFValue) -> TFValue:
-    """``fmod=0``: sign of the divisor (``tf.math.floormod``); ``fmod=1``: of the dividend
-    (``tf.truncatemod``)."""
+    """Remainder: ``tf.math.floormod`` for ``fmod=0``, ``tf.truncatemod`` for ``fmod=1``.
+
+    With ``fmod=0`` the result takes the divisor's sign, with ``fmod=1`` the dividend's.
+    """
     layout, (ta, tb) = broadcast_operands([a, b])
     fn = tf.truncatemod if call.attr("fmod", 0) else tf.math.floormod
     return TFValue(fn(ta, tb), layout)

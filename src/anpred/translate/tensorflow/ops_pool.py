@@ -13,6 +13,7 @@ both computed with ``avg_pool2d``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -31,11 +32,11 @@ from anpred.translate.tensorflow.spatial import (
 )
 
 
-def _window(call: NodeCall, sizes: list[int]) -> tuple[list[int], list[int], Pads, Pads]:
-    """Return kernel, strides, node pads and pads including ``ceil_mode``'s extra end."""
+def _window(call: NodeCall, sizes: list[int]) -> tuple[list[int], list[int], list[int], Pads, Pads]:
+    """Return kernel, strides, dilations, node pads and pads with ``ceil_mode``'s extra end."""
     kernel = [int(k) for k in call.attr("kernel_shape")]
     strides, dilations = spatial_attrs(call, len(kernel), kernel)
-    if any(d != 1 for d in dilations):
+    if call.op_type != "MaxPool" and any(d != 1 for d in dilations):
         raise AnpredError(
             f"tensorflow {call.op_type}: dilated pooling is not translated (node {call.name})"
         )
@@ -46,11 +47,12 @@ def _window(call: NodeCall, sizes: list[int]) -> tuple[list[int], list[int], Pad
     pads = node_pads(call, sizes, kernel, strides, dilations)
     full = list(pads)
     if call.attr("ceil_mode", 0):
+        spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
         full = [
-            (b, e + ceil_extra(s, k, st, (b, e)))
-            for s, k, st, (b, e) in zip(sizes, kernel, strides, pads, strict=True)
+            (b, e + ceil_extra(s, span, st, (b, e)))
+            for s, span, st, (b, e) in zip(sizes, spans, strides, pads, strict=True)
         ]
-    return kernel, strides, pads, full
+    return kernel, strides, dilations, pads, full
 
 
 def _as_2d(call: NodeCall, x: TFValue) -> tuple[tf.Tensor, list[int], bool]:
@@ -77,29 +79,60 @@ def _pad(x: tf.Tensor, pads: Pads, value: float) -> tf.Tensor:
 
 @layout_op("MaxPool")
 def max_pool(call: NodeCall, x: TFValue) -> TFValue:
-    """ONNX MaxPool (kernel, strides, pads, auto_pad, ceil_mode); no Indices output."""
+    """ONNX MaxPool (kernel, strides, pads, auto_pad, ceil_mode, dilations); no Indices."""
     if len(call.output_shapes) > 1:
         raise AnpredError(f"tensorflow MaxPool: the Indices output is not translated ({call.name})")
     t, sizes, one_d = _as_2d(call, x)
-    kernel, strides, _, full = _window(call, sizes)
+    kernel, strides, dilations, _, full = _window(call, sizes)
     if one_d:
         kernel, strides, sizes = [1, *kernel], [1, *strides], [1, *sizes]
-        full = [(0, 0), *full]
+        dilations, full = [1, *dilations], [(0, 0), *full]
+    lowest = -np.inf if t.dtype.is_floating else t.dtype.min
+    if any(d != 1 for d in dilations):
+        if any(p != (0, 0) for p in full):
+            t = _pad(t, full, lowest)
+        return _finish(_dilated_max_pool(t, kernel, strides, dilations), one_d)
     if all(p == (0, 0) for p in full):
         padding = "VALID"
     elif full == [same_pads(s, k, st) for s, k, st in zip(sizes, kernel, strides, strict=True)]:
         padding = "SAME"
     else:
-        lowest = -np.inf if t.dtype.is_floating else t.dtype.min
         t, padding = _pad(t, full, lowest), "VALID"
     return _finish(tf.nn.max_pool2d(t, kernel, strides, padding), one_d)
+
+
+def _dilated_max_pool(
+    t: tf.Tensor, kernel: list[int], strides: list[int], dilations: list[int]
+) -> tf.Tensor:
+    """Max-pool a padded NHWC tensor with dilated VALID windows.
+
+    With unit strides this is ``tf.nn.pool`` (dilation by space-to-batch); TensorFlow has no
+    kernel for strided dilated pooling, which takes the maximum of the ``kh * kw`` strided
+    views instead.
+    """
+    if strides == [1, 1]:
+        return tf.nn.pool(t, kernel, "MAX", strides=strides, padding="VALID", dilations=dilations)
+    size_h, size_w = int(t.shape[1]), int(t.shape[2])
+    out_h = (size_h - (kernel[0] - 1) * dilations[0] - 1) // strides[0] + 1
+    out_w = (size_w - (kernel[1] - 1) * dilations[1] - 1) // strides[1] + 1
+    views = [
+        t[
+            :,
+            i * dilations[0] : i * dilations[0] + (out_h - 1) * strides[0] + 1 : strides[0],
+            j * dilations[1] : j * dilations[1] + (out_w - 1) * strides[1] + 1 : strides[1],
+            :,
+        ]
+        for i in range(kernel[0])
+        for j in range(kernel[1])
+    ]
+    return functools.reduce(tf.maximum, views)
 
 
 @layout_op("AveragePool")
 def average_pool(call: NodeCall, x: TFValue) -> TFValue:
     """ONNX AveragePool (pads, auto_pad, ceil_mode, count_include_pad)."""
     t, sizes, one_d = _as_2d(call, x)
-    kernel, strides, pads, full = _window(call, sizes)
+    kernel, strides, _, pads, full = _window(call, sizes)
     if one_d:
         kernel, strides, sizes = [1, *kernel], [1, *strides], [1, *sizes]
         pads, full = [(0, 0), *pads], [(0, 0), *full]

@@ -19,6 +19,14 @@ from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
 
+#: Coordinate transformations the translator implements.
+_TRANSFORMS = (
+    "asymmetric",
+    "align_corners",
+    "pytorch_half_pixel",
+    "half_pixel",
+    "tf_half_pixel_for_nn",
+)
 #: TensorFlow's nearest/bilinear variants as (align_corners, half_pixel_centers).
 _TF_VARIANTS = ((False, False), (False, True), (True, False))
 
@@ -174,6 +182,9 @@ def resize(
         None if scales is None else call.const(2),
         None if sizes is None else call.const(3),
     )
+    transform = call.attr("coordinate_transformation_mode", "half_pixel")
+    if transform not in _TRANSFORMS:
+        raise _unsupported(call, f"coordinate_transformation_mode {transform!r}")
     mode = call.attr("mode", "nearest")
     t = x.nhwc()
     if mode == "nearest":

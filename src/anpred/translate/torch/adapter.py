@@ -26,7 +26,7 @@ _CAST_DTYPES = {
 
 
 def float_dtype() -> torch.dtype:
-    """The float dtype of the graph run in progress (translators' float casts follow it)."""
+    """Return the float dtype of the graph run in progress (float casts follow it)."""
     return _RUN_FLOAT_DTYPE.get()
 
 
@@ -68,15 +68,15 @@ class TorchAdapter(LibraryAdapter):
         return torch.from_numpy(np.array(array, copy=True))
 
     def const(self, array: np.ndarray) -> torch.Tensor:
-        """A torch tensor holding ``array``; floats in the adapter's float dtype."""
+        """Return ``array`` as a torch tensor; floats in the adapter's float dtype."""
         return self._tensor(array)
 
     def feed(self, array: np.ndarray) -> torch.Tensor:
-        """A torch tensor holding the NCHW input ``array``; floats in the adapter's dtype."""
+        """Return the NCHW input ``array`` as a torch tensor; floats in the adapter's dtype."""
         return self._tensor(array)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """The tensor as a numpy array (bfloat16 widened to float32, which is exact)."""
+        """Return the tensor as a numpy array (bfloat16 widened to float32, exactly)."""
         tensor = value.detach().cpu()
         if tensor.dtype == torch.bfloat16:
             tensor = tensor.to(torch.float32)
@@ -103,7 +103,7 @@ class TorchAdapter(LibraryAdapter):
         return value.to(_CAST_DTYPES[dtype])
 
     def settings(self) -> dict[str, Any]:
-        """The settings and the torch version."""
+        """Return the settings and the torch version."""
         return {
             "dtype": self._dtype_name,
             "compile": self._compile,

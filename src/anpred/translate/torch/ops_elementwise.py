@@ -95,7 +95,9 @@ def hard_sigmoid(call: NodeCall, x: Tensor) -> Tensor:
 
 
 @register(_LIB, "Clip")
-def clip(call: NodeCall, x: Tensor, low: Tensor | None = None, high: Tensor | None = None) -> Tensor:
+def clip(
+    call: NodeCall, x: Tensor, low: Tensor | None = None, high: Tensor | None = None
+) -> Tensor:
     """ONNX Clip: bounds as optional inputs (opset 11+) or attributes (before)."""
     if call.opset < 11:
         low_value, high_value = call.attr("min"), call.attr("max")

@@ -32,7 +32,9 @@ class _Window:
         self.strides = list(call.attr("strides", [1] * nd))
         self.dilations = list(call.attr("dilations", [1] * nd))
         self.ceil_mode = bool(call.attr("ceil_mode", 0))
-        self.begin, self.end = resolve_pads(call, spatial, self.kernel, self.strides, self.dilations)
+        self.begin, self.end = resolve_pads(
+            call, spatial, self.kernel, self.strides, self.dilations
+        )
         self.spatial = spatial
         self.out = [
             pool_output_size(n, b, e, k, s, d, self.ceil_mode)
@@ -46,7 +48,8 @@ class _Window:
     def native(self) -> bool:
         """Whether torch's own padding reproduces the ONNX window exactly."""
         return self.begin == self.end and all(
-            2 * p <= (k - 1) * d + 1 for p, k, d in zip(self.begin, self.kernel, self.dilations)
+            2 * p <= (k - 1) * d + 1
+            for p, k, d in zip(self.begin, self.kernel, self.dilations, strict=True)
         )
 
     def extended_end(self) -> list[int]:

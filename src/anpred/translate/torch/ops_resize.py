@@ -112,7 +112,9 @@ def _interpolate(
     if mode != "linear":
         return None
     if coords == "align_corners":
-        return F.interpolate(x, size=spatial_sizes, mode=_LINEAR_MODES[x.ndim - 2], align_corners=True)
+        return F.interpolate(
+            x, size=spatial_sizes, mode=_LINEAR_MODES[x.ndim - 2], align_corners=True
+        )
     if coords == "half_pixel" or (coords == "pytorch_half_pixel" and min(spatial_sizes) > 1):
         return F.interpolate(x, mode=_LINEAR_MODES[x.ndim - 2], align_corners=False, **by_scale)
     return None

@@ -7,7 +7,6 @@ value is read back from its tensor, which only eager execution allows.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -202,7 +201,9 @@ def constant_of_shape(call: NodeCall, shape: Tensor) -> Tensor:
     value = call.attr("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
     dtype = torch.from_numpy(value.reshape(-1)[:1].copy()).dtype
-    return torch.full(_ints(call, 0, shape) or [], value.reshape(-1)[0].item(), dtype=run_float(dtype))
+    return torch.full(
+        _ints(call, 0, shape) or [], value.reshape(-1)[0].item(), dtype=run_float(dtype)
+    )
 
 
 @register(_LIB, "Range")

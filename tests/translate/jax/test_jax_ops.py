@@ -110,7 +110,7 @@ def _f32(*values: float) -> Static:
 
 
 def _wide(array: np.ndarray, float_type: int) -> np.ndarray:
-    if np.issubdtype(array.dtype, np.floating) and array.dtype == np.float32:
+    if array.dtype == np.float32:
         return array.astype(helper.tensor_dtype_to_np_dtype(float_type))
     return array
 

@@ -43,10 +43,10 @@ _FLOAT32_CONSTANTS = {"HardSwish/nchw", "HardSwish/vector", "HardSwish/tokens",
 _EVALUATOR_CASES = [c for c in all_cases() if c.reference == "onnx"]
 
 
-def _run(case: OpCase, settings: dict | None, float_dtype_: type) -> list[np.ndarray]:
+def _run(case: OpCase, settings: dict | None, dtype: type) -> list[np.ndarray]:
     adapter = make_adapter(settings)
-    program = GraphProgram(build_model(case, float_dtype_), adapter)
-    values = program.run(case_feeds(case, float_dtype_))
+    program = GraphProgram(build_model(case, dtype), adapter)
+    values = program.run(case_feeds(case, dtype))
     assert all(adapter.layout(values[n]) == "NCHW" for n in output_names(case))
     return [adapter.to_numpy(values[name]) for name in output_names(case)]
 

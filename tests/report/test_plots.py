@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from anpred.report.plots import channel_plot, deviation_heatmap, render_plots
+from anpred.report.run_summary import RunSummary
+
+
+def _size(png: bytes) -> tuple[int, int]:
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", png[16:24])  # IHDR follows the 8-byte signature
+    return width, height
+
+
+def test_sample_heatmap_is_a_png_of_readable_size(sample: dict[str, Any]) -> None:
+    png = deviation_heatmap(RunSummary(sample))
+    assert png is not None
+    width, height = _size(png)
+    assert 600 <= width <= 2000 and 300 <= height <= 2000
+
+
+def test_no_data_gives_no_plots_and_no_errors() -> None:
+    rendered = render_plots(RunSummary({}))
+    assert rendered.images == {} and rendered.errors == {}
+
+
+def test_non_positive_and_missing_deviations_are_left_out(sample: dict[str, Any]) -> None:
+    for table in sample["deviation"].values():
+        for row in table.values():
+            for anchor in row:
+                row[anchor] = 0.0
+    sample["deviation"]["vs_fp64"]["torch"]["output"] = float("nan")
+    assert deviation_heatmap(RunSummary(sample)) is None  # nothing positive to colour
+
+
+def test_dollar_signs_in_labels_do_not_start_mathtext(sample: dict[str, Any]) -> None:
+    # An unbalanced "$" would make matplotlib's mathtext parser raise.
+    for table in sample["deviation"].values():
+        table["torch[$x^2"] = table.pop("torch")
+    sample["characterization"]["propagation"]["a$b"] = (
+        sample["characterization"]["propagation"].pop("torch"))
+    view = RunSummary(sample)
+    assert deviation_heatmap(view) is not None
+    assert channel_plot(view) is not None
