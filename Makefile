@@ -12,13 +12,18 @@ demo: env
 	$(PY) -m anpred run yolov8n --libs all --images 2 --out $(DEMO_OUT)
 
 ## The whole test suite (slow tests included).
+# tensorflow and paddle must never share a process (import segfault): two pytest runs.
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
+
 test: env
 	$(PY) -m ruff check src tests
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST) --ignore=tests/translate/tensorflow
+	$(PYTEST) tests/translate/tensorflow
 
 ## Fast tests only.
 test-fast: env
-	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	$(PYTEST) -m "not slow" --ignore=tests/translate/tensorflow
+	$(PYTEST) -m "not slow" tests/translate/tensorflow
 
 lint: env
 	$(PY) -m ruff check src tests benchmarks

@@ -43,3 +43,24 @@ def test_dollar_signs_in_labels_do_not_start_mathtext(sample: dict[str, Any]) ->
     view = RunSummary(sample)
     assert deviation_heatmap(view) is not None
     assert channel_plot(view) is not None
+
+
+def _layer_granularity_summary(n_anchors: int, participants: list[str]) -> dict[str, Any]:
+    anchors = [f"blocks.{i}" for i in range(n_anchors - 1)] + ["output"]
+    dev = {p: {a: 1e-7 * (1 + i + k) for i, a in enumerate(anchors)}
+           for k, p in enumerate(participants)}
+    return {"anchors": [{"key": a, "group": "encoder", "shape": [1, 197, 768]} for a in anchors],
+            "deviation": {"vs_consensus": dev, "vs_fp64": dev},
+            "noise_floor": {a: {"median": v} for a, v in dev[participants[0]].items()},
+            "localization": {"participants": {p: {"introduced": row} for p, row in dev.items()}}}
+
+
+def test_many_anchors_keep_plots_within_bounds() -> None:
+    # Layer granularity of a ViT gives ~150 anchors; the figures must not grow without bound.
+    participants = ["torch", "onnxruntime", "openvino", "tensorflow", "jax", "paddle"]
+    rendered = render_plots(RunSummary(_layer_granularity_summary(150, participants)))
+    assert rendered.errors == {}
+    assert set(rendered.images) == {"heatmap", "propagation", "introduced"}
+    for png in rendered.images.values():
+        width, height = _size(png)
+        assert width <= 16 * 110 and height <= 24 * 110  # MAX_WIDTH/MAX_HEIGHT at DPI

@@ -11,6 +11,7 @@ import numpy as np
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.backends.translated import TranslatedProgram
+from anpred.inject.spec import SETTINGS_KEY
 
 #: Distribution name of each library, for its version.
 DISTRIBUTIONS = {"tensorflow": "tensorflow-cpu", "jax": "jax", "paddle": "paddlepaddle",
@@ -42,6 +43,8 @@ class TranslatedRunner(Runner):
         settings = {k: v for k, v in self.settings.items() if not k.startswith("_")}
         if hasattr(self, "program"):
             settings.update(self.program.adapter.settings())
+            if self.program.fault is not None:  # the ground truth: spec and nodes hit
+                settings[SETTINGS_KEY] = self.program.fault.record()
         return settings
 
 

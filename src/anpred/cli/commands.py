@@ -26,20 +26,46 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     if not is_available("torch"):
         raise UsageError("the model zoo needs torch; install it with: pip install 'anpred[torch]'")
-    proc = subprocess.run([sys.executable, "-m", "anpred.zoo.describe"], capture_output=True,
-                          text=True, env=worker_env(2))
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred.zoo.describe"],
+        capture_output=True,
+        text=True,
+        env=worker_env(2),
+    )
     if proc.returncode != 0:
         raise UsageError(f"could not build the zoo: {proc.stderr.strip().splitlines()[-1:]}")
     models = json.loads(proc.stdout.strip().splitlines()[-1])
     if args.json:
         print(json.dumps(models, indent=1))
         return 0
-    rows = [[m["name"], m["family"], m["source"], f"{m['parameters'] / 1e6:.1f}M",
-             f"{m['input_size']}x{m['input_size']}", str(m["anchors"]["stage"]),
-             str(m["anchors"]["layer"]), m["weights"] + (f"; {m['notes']}" if m["notes"] else "")]
-            for m in models]
-    print(_table(rows, ["model", "family", "source", "params", "input", "stage anchors",
-                        "layer anchors", "default weights"]))
+    rows = [
+        [
+            m["name"],
+            m["family"],
+            m["source"],
+            f"{m['parameters'] / 1e6:.1f}M",
+            f"{m['input_size']}x{m['input_size']}",
+            str(m["anchors"]["stage"]),
+            str(m["anchors"]["layer"]),
+            m["weights"] + (f"; {m['notes']}" if m["notes"] else ""),
+        ]
+        for m in models
+    ]
+    print(
+        _table(
+            rows,
+            [
+                "model",
+                "family",
+                "source",
+                "params",
+                "input",
+                "stage anchors",
+                "layer anchors",
+                "default weights",
+            ],
+        )
+    )
     return 0
 
 
@@ -49,8 +75,14 @@ def cmd_libs(args: argparse.Namespace) -> int:
 
     from anpred.participants import CONFIGURATIONS, LIBRARIES, is_available
 
-    dists = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino",
-             "tensorflow": "tensorflow-cpu", "jax": "jax", "paddle": "paddlepaddle"}
+    dists = {
+        "torch": "torch",
+        "onnxruntime": "onnxruntime",
+        "openvino": "openvino",
+        "tensorflow": "tensorflow-cpu",
+        "jax": "jax",
+        "paddle": "paddlepaddle",
+    }
     rows, data = [], []
     for lib, (_, extra) in LIBRARIES.items():
         available = is_available(lib)
@@ -61,9 +93,18 @@ def cmd_libs(args: argparse.Namespace) -> int:
         configs = [f"{lib}[{c}]" if c else lib for c in CONFIGURATIONS[lib]]
         state = "available" if available else f"missing (pip install 'anpred[{extra}]')"
         rows.append([lib, version, state, ", ".join(configs)])
-        data.append({"library": lib, "version": version, "available": available,
-                     "extra": extra, "participants": {n: CONFIGURATIONS[lib][c] for n, c in
-                                                      zip(configs, CONFIGURATIONS[lib], strict=True)}})
+        data.append(
+            {
+                "library": lib,
+                "version": version,
+                "available": available,
+                "extra": extra,
+                "participants": {
+                    n: CONFIGURATIONS[lib][c]
+                    for n, c in zip(configs, CONFIGURATIONS[lib], strict=True)
+                },
+            }
+        )
     if args.json:
         print(json.dumps(data, indent=1))
     else:
@@ -80,14 +121,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.images is not None and args.images < 1:
         raise UsageError("--images must be at least 1")
     options = RunOptions(
-        model=args.model, libs=tuple(args.libs.split(",")), images=args.images or 2,
-        image_paths=tuple(args.image or ()), granularity=args.granularity,
-        anchors=tuple(args.anchors or ()), weights=args.weights, seed=args.seed,
-        synthetic=args.synthetic, isolation=not args.no_isolation,
+        model=args.model,
+        libs=tuple(args.libs.split(",")),
+        images=args.images or 2,
+        image_paths=tuple(args.image or ()),
+        granularity=args.granularity,
+        anchors=tuple(args.anchors or ()),
+        weights=args.weights,
+        seed=args.seed,
+        synthetic=args.synthetic,
+        isolation=not args.no_isolation,
     )
     out = Path(args.out or f"runs/{Path(args.model).stem}")
-    outcome = run(options, out, threads=args.threads, parallel=args.parallel,
-                  timeout=args.timeout)
+    outcome = run(options, out, threads=args.threads, parallel=args.parallel, timeout=args.timeout)
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
 
@@ -110,54 +156,95 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_all(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register every subcommand."""
-    models = sub.add_parser("models", help="list the model zoo with anchor counts")
+def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Register every subcommand (``common`` holds flags every subcommand accepts)."""
+    models = sub.add_parser(
+        "models", parents=[common], help="list the model zoo with anchor counts"
+    )
     models.add_argument("--json", action="store_true", help="print JSON")
     models.set_defaults(handler=cmd_models)
 
-    libs = sub.add_parser("libs", help="list libraries, versions and participant configurations")
+    libs = sub.add_parser(
+        "libs", parents=[common], help="list libraries, versions and participant configurations"
+    )
     libs.add_argument("--json", action="store_true", help="print JSON")
     libs.set_defaults(handler=cmd_libs)
 
-    run = sub.add_parser("run", help="run an anchor-level analysis of a model across libraries",
-                         description="Run every participant on the inputs in its own worker "
-                         "process, plus the fp64 reference; align anchors, judge them with the "
-                         "consensus oracle, localize and characterize errors, run the output-level "
-                         "baselines, and write the run directory and report.")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run an anchor-level analysis of a model across libraries",
+        description="Run every participant on the inputs in its own worker "
+        "process, plus the fp64 reference; align anchors, judge them with the "
+        "consensus oracle, localize and characterize errors, run the output-level "
+        "baselines, and write the run directory and report.",
+    )
     run.add_argument("model", help="zoo model name (see `anpred models`) or path to an .onnx file")
     what = run.add_argument_group("participants and inputs")
-    what.add_argument("--libs", default="all",
-                      help="comma-separated participants, e.g. torch,onnxruntime,tensorflow[xla] "
-                      "(see `anpred libs`); 'all' = every installed library (default)")
-    what.add_argument("--images", type=int, default=None,
-                      help="number of bundled photographs to use (default 2)")
-    what.add_argument("--image", action="append", metavar="PATH",
-                      help="an input image file (repeatable); replaces the bundled photographs")
-    what.add_argument("--synthetic", type=int, default=0,
-                      help="add N seeded synthetic images (default 0)")
+    what.add_argument(
+        "--libs",
+        default="all",
+        help="comma-separated participants, e.g. torch,onnxruntime,tensorflow[xla] "
+        "(see `anpred libs`); 'all' = every installed library (default)",
+    )
+    what.add_argument(
+        "--images", type=int, default=None, help="number of bundled photographs to use (default 2)"
+    )
+    what.add_argument(
+        "--image",
+        action="append",
+        metavar="PATH",
+        help="an input image file (repeatable); replaces the bundled photographs",
+    )
+    what.add_argument(
+        "--synthetic", type=int, default=0, help="add N seeded synthetic images (default 0)"
+    )
     model = run.add_argument_group("model and anchors")
-    model.add_argument("--granularity", choices=("stage", "layer"), default="stage",
-                       help="anchor plan: stage boundaries (default) or every top-level layer")
-    model.add_argument("--anchors", nargs="+", metavar="NAME",
-                       help="anchor module paths (zoo model) or tensor names (ONNX file)")
-    model.add_argument("--weights", metavar="PATH",
-                       help="checkpoint to load (torch state_dict or ultralytics .pt); "
-                       "default: deterministic weights from --seed")
+    model.add_argument(
+        "--granularity",
+        choices=("stage", "layer"),
+        default="stage",
+        help="anchor plan: stage boundaries (default) or every top-level layer",
+    )
+    model.add_argument(
+        "--anchors",
+        nargs="+",
+        metavar="NAME",
+        help="anchor module paths (zoo model) or tensor names (ONNX file)",
+    )
+    model.add_argument(
+        "--weights",
+        metavar="PATH",
+        help="checkpoint to load (torch state_dict or ultralytics .pt); "
+        "default: deterministic weights from --seed",
+    )
     model.add_argument("--seed", type=int, default=0, help="seed of generated weights (default 0)")
-    model.add_argument("--no-isolation", action="store_true",
-                       help="skip stage isolation (introduced error per stage)")
+    model.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="skip stage isolation (introduced error per stage)",
+    )
     where = run.add_argument_group("execution and output")
-    where.add_argument("--out", metavar="DIR",
-                       help="run directory (default runs/<model>); an existing run with the same "
-                       "settings is resumed")
+    where.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run directory (default runs/<model>); an existing run with the same "
+        "settings is resumed",
+    )
     where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
-    where.add_argument("--parallel", type=int, default=2,
-                       help="workers running at once (default 2)")
-    where.add_argument("--timeout", type=float, default=None,
-                       help="seconds per worker before it counts as hung (default 900 + 120/input)")
+    where.add_argument(
+        "--parallel", type=int, default=2, help="workers running at once (default 2)"
+    )
+    where.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per worker before it counts as hung (default 900 + 120/input)",
+    )
     run.set_defaults(handler=cmd_run)
 
-    report = sub.add_parser("report", help="re-render the report of a run directory")
+    report = sub.add_parser(
+        "report", parents=[common], help="re-render the report of a run directory"
+    )
     report.add_argument("run_dir", help="a run directory written by `anpred run`")
     report.set_defaults(handler=cmd_report)

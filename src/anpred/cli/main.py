@@ -35,8 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"anpred {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_all(sub)
+    commands.add_all(sub, common)
     return parser
 
 
@@ -57,8 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug: still one line unless --debug
         if args.debug:
             traceback.print_exc()
-        print(f"anpred: internal error: {err.__class__.__name__}: {err} "
-              "(run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"anpred: internal error: {err.__class__.__name__}: {err} "
+            "(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 4
     except KeyboardInterrupt:
         print("anpred: interrupted; run the same command again to resume", file=sys.stderr)

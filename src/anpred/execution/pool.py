@@ -42,6 +42,7 @@ class WorkerResult:
     timings: dict[str, float] = field(default_factory=dict)
     returncode: int | None = None
     inputs_done: int = 0
+    usage_error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -103,6 +104,7 @@ def _result(running: _Running, timed_out: bool, n_inputs: int) -> WorkerResult:
         message=message, version=status.get("version", ""),
         settings=status.get("settings", dict(p.settings)), timings=status.get("timings", {}),
         returncode=code, inputs_done=min(_count_done(running.folder), n_inputs),
+        usage_error=bool(status.get("usage_error")) and state == "error",
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from anpred.errors import AnpredError
 from anpred.execution.layout import (
     PLAIN_KEY,
     capture_done,
@@ -73,6 +74,8 @@ class Worker:
             return self._run(start)
         except Exception as err:  # a library error is a symptom, recorded, not a crash
             self.update(state="error", message=f"{err.__class__.__name__}: {err}"[:2000],
+                        error_type=err.__class__.__name__,
+                        usage_error=isinstance(err, AnpredError),
                         traceback=traceback.format_exc()[-4000:])
             return 1
 

@@ -56,7 +56,7 @@ def _open(folder: Path, input_id: str, kind: str) -> _Captures | None:
 
 
 def _dimension_record(x: np.ndarray, ref: np.ndarray) -> dict[str, Any] | None:
-    if x.ndim < 2 or x.shape[1] < 2:
+    if x.ndim < 2 or x.shape[1] < 2 or not np.all(np.isfinite(x)):
         return None
     axis = 1 if x.ndim != 3 or x.shape[1] > x.shape[2] or x.ndim == 4 else -1
     profile = dimension_profile(elementwise_error(x, ref), channel_axis=axis)

@@ -177,7 +177,8 @@ def execute(options: RunOptions, run_dir: Path, participants: list[Participant],
                                        parallel=parallel,
                                        isolation_source=source if options.isolation else None,
                                        timeout=timeout, progress=progress))
-    return results
+    order = [REFERENCE64, *(p.name for p in participants)]
+    return {name: results[name] for name in order if name in results}
 
 
 def run(options: RunOptions, out: Path, say: Say = _stderr, threads: int = 1, parallel: int = 2,
@@ -217,6 +218,10 @@ def run(options: RunOptions, out: Path, say: Say = _stderr, threads: int = 1, pa
     from anpred.report.html import write_report
 
     write_report(out, summary)
-    failed = any(r.failed for r in results.values())
+    failed = [r for r in results.values() if r.failed]
+    if failed and all(r.usage_error for r in failed):
+        # e.g. an op without a translator: the user's input, not a library failure
+        raise UsageError(f"{failed[0].participant}: {failed[0].message.split(': ', 1)[-1]} "
+                         f"(results of the others are in {out})")
     findings = bool(summary.get("findings"))
     return RunOutcome(out, summary, 3 if failed else 1 if findings else 0)

@@ -50,9 +50,7 @@ def badge(text: str, kind: str) -> Markup:
 
 
 def verdict_badge(passed: bool | None, detail: str = "", label: str = "") -> Markup:
-    """Return a PASS / FAIL / - badge for a verdict; ``label`` replaces the word, ``detail``
-    becomes its tooltip.
-    """
+    """Return a PASS / FAIL / - badge; ``label`` replaces the word, ``detail`` is the tooltip."""
     if passed is None:
         return badge("-", "muted")
     return tag("span", label or ("PASS" if passed else "FAIL"),

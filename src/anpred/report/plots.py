@@ -23,6 +23,18 @@ DPI = 110
 MAX_ANNOTATED_CELLS = 240
 """Heatmaps with more cells than this show colours only (the numbers would not fit)."""
 
+MAX_ANCHOR_LABELS = 60
+"""At most this many anchor names on an axis (layer granularity can have hundreds)."""
+
+MAX_BARS = 160
+"""Above this many (stage, participant) bars, introduced error is drawn as marker lines."""
+
+MAX_WIDTH = 16.0
+"""Widest figure, in inches (1760 px at :data:`DPI`); more anchors make narrower steps."""
+
+MAX_HEIGHT = 24.0
+"""Tallest figure, in inches (the heatmap grows with the anchor count)."""
+
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -56,13 +68,16 @@ def _png(fig: Any) -> bytes:
 
 
 def _anchor_axis(ax: Any, anchors: Sequence[str], axis: str = "x") -> None:
-    labels = [_safe(a) for a in anchors]
+    """Label the anchor axis; with many anchors, every k-th so that labels stay readable."""
+    step = max(1, math.ceil(len(anchors) / MAX_ANCHOR_LABELS))
+    ticks = list(range(0, len(anchors), step))
+    labels = [_safe(anchors[i]) for i in ticks]
     if axis == "x":
-        ax.set_xticks(range(len(anchors)))
+        ax.set_xticks(ticks)
         ax.set_xticklabels(labels, rotation=45 if len(anchors) > 4 else 0, ha="right"
                            if len(anchors) > 4 else "center", fontsize=8)
     else:
-        ax.set_yticks(range(len(anchors)))
+        ax.set_yticks(ticks)
         ax.set_yticklabels(labels, fontsize=8)
 
 
@@ -106,7 +121,8 @@ def deviation_heatmap(view: RunSummary) -> bytes | None:
         low, high = low / 2, high * 2
     norm = LogNorm(vmin=low, vmax=high)
     width = max(max(len(t[2]) for t in tables) * 0.95 + 1.8, 4.0) * len(tables) + 1.2
-    height = min(1.6 + 0.34 * len(anchors), 24.0)
+    width = min(width, MAX_WIDTH)
+    height = min(1.6 + 0.34 * len(anchors), MAX_HEIGHT)
     fig = _figure(width, height)
     axes = fig.subplots(1, len(tables), squeeze=False)[0]
     findings = view.finding_cells()
@@ -119,6 +135,7 @@ def deviation_heatmap(view: RunSummary) -> bytes | None:
                 v = _positive(table[p].get(a))
                 if v is not None:
                     grid[i, j] = v
+        ax.set_facecolor("#e4e4e4")  # missing cells (no capture, failed participant)
         image = ax.imshow(np.ma.masked_invalid(grid), norm=norm, cmap="viridis", aspect="auto")
         ax.set_title(_safe(title), fontsize=10)
         ax.set_xticks(range(len(participants)))
@@ -130,12 +147,16 @@ def deviation_heatmap(view: RunSummary) -> bytes | None:
                 if (p, a) in findings:
                     ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
                                            edgecolor="#d62728", linewidth=2.5))
-                if annotate and not math.isnan(grid[i, j]):
+                if not annotate:
+                    continue
+                if math.isnan(grid[i, j]):
+                    ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="#777777")
+                else:
                     dark = norm(grid[i, j]) < 0.6
                     ax.text(j, i, f"{grid[i, j]:.1e}", ha="center", va="center", fontsize=7,
                             color="white" if dark else "black")
     if image is not None:
-        bar = fig.colorbar(image, ax=list(axes), shrink=0.9)
+        bar = fig.colorbar(image, ax=list(axes), shrink=min(0.9, 12.0 / height))
         bar.set_label("median relative L2 over inputs (log)", fontsize=8)
     return _png(fig)
 
@@ -148,7 +169,7 @@ def propagation_plot(view: RunSummary) -> bytes | None:
     if not anchors or not (table or profiles):
         return None
     position = {a: i for i, a in enumerate(anchors)}
-    fig = _figure(max(6.5, 0.75 * len(anchors) + 2.5), 4.6)
+    fig = _figure(min(max(6.5, 0.75 * len(anchors) + 2.5), MAX_WIDTH), 4.6)
     ax = fig.subplots()
     _group_bands(ax, view, anchors)
     plotted = False
@@ -166,8 +187,9 @@ def propagation_plot(view: RunSummary) -> bytes | None:
         if points:
             points.sort()
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, color=colour, marker="o", markersize=4, linewidth=1.8,
-                    label=_safe(p))
+            few = len(anchors) <= 40
+            ax.plot(xs, ys, color=colour, marker="o", markersize=4 if few else 2,
+                    linewidth=1.8 if few else 1.1, label=_safe(p))
             hits = [(x, y) for x, y in points if (p, anchors[x]) in findings]
             if hits:
                 ax.scatter(*zip(*hits, strict=True), marker="X", s=90, color="#d62728",
@@ -215,19 +237,24 @@ def introduced_plot(view: RunSummary) -> bytes | None:
     stages = [a for a in anchors if any(_positive(row.get(a)) for row in per.values())]
     n = len(per)
     width = 0.8 / n
-    fig = _figure(max(6.5, 0.28 * n * len(stages) + 2.5), 4.4)
+    fig = _figure(min(max(6.5, 0.28 * n * len(stages) + 2.5), MAX_WIDTH), 4.4)
     ax = fig.subplots()
     _group_bands(ax, view, stages)
+    bars = n * len(stages) <= MAX_BARS
     for k, (p, row) in enumerate(per.items()):
         xs, heights = [], []
         for i, stage in enumerate(stages):
             v = _positive(row.get(stage))
             if v is not None:
-                xs.append(i - 0.4 + width * (k + 0.5))
+                xs.append(i - 0.4 + width * (k + 0.5) if bars else i)
                 heights.append(v)
         top = view.top_stage(p)
-        ax.bar(xs, heights, width=width, color=_colour(k), label=_safe(p)
-               + (f" (top stage {_safe(top)})" if top else ""))
+        label = _safe(p) + (f" (top stage {_safe(top)})" if top else "")
+        if bars:
+            ax.bar(xs, heights, width=width, color=_colour(k), label=label)
+        else:  # too many bars to tell apart: one marker line per participant
+            ax.plot(xs, heights, color=_colour(k), marker=".", markersize=4, linewidth=0.8,
+                    label=label)
     ax.set_yscale("log")
     _anchor_axis(ax, stages)
     ax.set_xlim(-0.5, len(stages) - 0.5)
@@ -251,7 +278,7 @@ def channel_plot(view: RunSummary) -> bytes | None:
             rows.append((p, str(record.get("worst_anchor") or "?"), share, ratio))
     if not rows:
         return None
-    fig = _figure(max(7.5, 1.3 * len(rows) + 4), 3.8)
+    fig = _figure(min(max(7.5, 1.3 * len(rows) + 4), MAX_WIDTH), 3.8)
     left, right = fig.subplots(1, 2)
     labels = [f"{_safe(p)}\n@ {_safe(a)}" for p, a, _, _ in rows]
     xs = range(len(rows))

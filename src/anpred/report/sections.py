@@ -61,6 +61,8 @@ def verdict_section(view: RunSummary) -> Markup:
     else:
         headline = badge("no verdict", "warn big")
         detail = "no participant was judged (partial or interrupted run)"
+    if view.failed:
+        detail += f"; {len(view.failed)} failed (see below)"
     parts: list[Any] = [Markup(f'<p class="headline">{headline} {esc(detail)}</p>')]
     model = view.model
     shape = model.get("input_shape")

@@ -106,6 +106,8 @@ def _verdict(view: RunSummary, style: _Style) -> list[tuple[str, str]]:
         verdict = style("clean", "green") + f": no findings ({len(judged)} participants judged)"
     else:
         verdict = style("no verdict", "yellow") + ": no participant was judged (partial run)"
+    if view.failed:
+        verdict += f"; {len(view.failed)} participant(s) failed"
     lines = [("verdict", verdict)]
     for record in view.failed:
         message = f": {record.message.splitlines()[0][:120]}" if record.message.strip() else ""
@@ -186,7 +188,7 @@ def render_summary(summary: dict[str, Any], run_dir: Path, colour: bool = False,
     else:
         lines.append("no participant records")
     names = view.baseline_names
-    legend = [f"{short_baseline_name(b)} = {b}" for b in names if short_baseline_name(b) != b]
+    legend = [f"{short_baseline_name(b)}={b}" for b in names if short_baseline_name(b) != b]
     if names:
         lines.append("")
         text = ("baselines (output level; FAIL k/n: k of n inputs failed): "

@@ -22,7 +22,8 @@ from onnx import helper, numpy_helper, shape_inference
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.registry import NodeCall, lookup
 
-#: Called after every translated node with (node call, outputs); returns outputs.
+#: Called after every translated node with (node call, outputs); returns outputs. The same
+#: signature serves as a pre-hook, called with (node call, inputs) and returning inputs.
 NodeHook = Callable[[NodeCall, list[Any]], list[Any]]
 
 _INT_TYPES = {
@@ -112,6 +113,9 @@ class GraphProgram:
             Naming intermediate values here runs only the part of the graph between
             them and ``outputs`` (stage isolation).
         hook: Optional function called after every node (fault injection).
+        pre_hook: Optional function called before every node with its inputs (``None``
+            for missing optional inputs); returns the inputs the node runs on (fault
+            injection into an op's operands).
 
     Raises:
         MissingTranslatorError: When a node's op has no translator for the library.
@@ -124,9 +128,11 @@ class GraphProgram:
         outputs: Sequence[str] | None = None,
         feeds: Sequence[str] | None = None,
         hook: NodeHook | None = None,
+        pre_hook: NodeHook | None = None,
     ) -> None:
         self.adapter = adapter
         self.hook = hook
+        self.pre_hook = pre_hook
         self.opset = default_opset(model)
         inferred = shape_inference.infer_shapes(model)
         infos = _value_info(inferred)
@@ -226,6 +232,8 @@ class GraphProgram:
         env.update(zip(self.feeds, feed_values, strict=True))
         for step in self._steps:
             args = [env[name] if name else None for name in step.inputs]
+            if self.pre_hook is not None:
+                args = self.pre_hook(step.call, args)
             result = step.fn(step.call, *args)
             results = list(result) if isinstance(result, list | tuple) else [result]
             if self.hook is not None:

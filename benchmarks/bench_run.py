@@ -1,0 +1,208 @@
+"""End-to-end cost of ``anpred run`` against bare inference of the same inputs.
+
+Two sides, timed from outside (process start, imports and exit included), same machine,
+one after the other:
+
+* **anpred**: ``python -m anpred run MODEL --libs LIBS --images N`` — everything: CLI
+  start, export fetched from the cache (in a torch process), input preprocessing, the fp64
+  reference worker, every participant's anchored + plain inference and stage isolation,
+  compressed capture files, the analysis and the report.
+* **bare**: for each library, one fresh process that imports the library, loads the model
+  and runs plain inference on the same N preprocessed inputs, through the same runner
+  ``anpred`` uses (``runner.infer_plain``; tensorflow/jax/paddle need anpred's translation
+  to run the model at all; torch runs the native zoo module). The processes run one after
+  the other; the side's time is their sum. The fp64 reference is anpred's own work and is
+  not on the bare side.
+
+Both sides use one fresh ``ANPRED_CACHE`` in which the weights and the anchored export
+were generated beforehand (not timed), and the same threads per process. Before timing,
+each library is imported once in a throw-away process so that neither side pays for a
+cold OS file cache. ``anpred run`` runs ``--parallel`` workers at once; the bare side is
+sequential. Target: anpred / bare ≤ 1.3×. Run::
+
+    python benchmarks/bench_run.py            # full: yolov8n, all libraries, 8 images
+    python benchmarks/bench_run.py --quick    # CI smoke: torch,onnxruntime, 2 images
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from workload import PYTHON, machine_note, markdown_table, prepare_workload, run_child
+
+SCRIPT = Path(__file__).resolve()
+#: anpred run may take at most this multiple of the bare side.
+RUN_TARGET = 1.3
+IMPORT_NAMES = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino",
+                "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle"}
+
+
+def _bare(job_path: str) -> int:
+    """Child process: import, load and run plain inference on every input."""
+    start = time.perf_counter()
+    job = json.loads(Path(job_path).read_text())
+    import numpy as np
+
+    from anpred.backends.base import ModelJob
+    from anpred.backends.registry import runner_class
+
+    runner = runner_class(job["library"])({"threads": job["threads"]})
+    imported = time.perf_counter()
+    runner.activate(ModelJob.from_dict(job["model"]))
+    loaded = time.perf_counter()
+    with np.load(job["inputs"]) as data:
+        feeds = [data[key] for key in job["input_ids"]]
+    for feed in feeds:
+        runner.infer_plain(feed)
+    done = time.perf_counter()
+    print(json.dumps({"library": job["library"], "version": runner.version(),
+                      "import_s": imported - start, "load_s": loaded - imported,
+                      "infer_s": done - loaded}), flush=True)
+    return 0
+
+
+def _timed_run(command: list[str], env: dict[str, str], log: Path
+               ) -> tuple[float, float, list[tuple[float, str]]]:
+    """Run ``anpred run``; return its start (epoch), wall time and timed progress lines."""
+    epoch = time.time()
+    start = time.perf_counter()
+    lines: list[tuple[float, str]] = []
+    with open(log.with_suffix(".stdout"), "w") as stdout:
+        proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append((time.perf_counter() - start, line.rstrip()))
+        code = proc.wait()
+    wall = time.perf_counter() - start
+    log.write_text("\n".join(f"{t:8.2f}s {line}" for t, line in lines))
+    if code not in (0, 1):  # 1 = findings, a normal outcome
+        tail = "\n".join(line for _, line in lines[-15:])
+        raise RuntimeError(f"anpred run exited with {code}:\n{tail}")
+    return epoch, wall, lines
+
+
+def _phases(lines: list[tuple[float, str]], summary_at: float | None, wall: float
+            ) -> list[tuple[str, float]]:
+    """Split the run's wall time into phases from its progress lines."""
+    def first(pattern: str) -> float | None:
+        return next((t for t, line in lines if re.search(pattern, line)), None)
+
+    marks = [("start, export (cached), inputs", first(r"^\d+ inputs, \d+ anchors")),
+             ("fp64 reference worker", first(r"\[torch\[fp64\]\] (ok|non-finite|crash|timeout|"
+                                             r"error|already)")),
+             ("participant workers", first(r"^analyse:")),
+             ("analysis", summary_at),
+             ("report, summary print, exit", wall)]
+    phases, previous = [], 0.0
+    for name, at in marks:
+        if at is None:
+            continue
+        phases.append((name, at - previous))
+        previous = at
+    return phases
+
+
+def main() -> int:
+    """Warm the cache, time both sides, print the Markdown tables."""
+    from anpred.execution.pool import worker_env
+    from anpred.participants import parse_participants
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="yolov8n", help="zoo model or .onnx path")
+    parser.add_argument("--libs", help="anpred --libs (default all; quick torch,onnxruntime)")
+    parser.add_argument("--images", type=int, help="inputs (default 8; quick 2)")
+    parser.add_argument("--quick", action="store_true", help="torch,onnxruntime and 2 images")
+    parser.add_argument("--threads", type=int, default=1, help="threads per process (default 1)")
+    parser.add_argument("--parallel", type=int, default=2, help="anpred --parallel (default 2)")
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--bare", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare:
+        return _bare(args.bare)
+    libs = args.libs or ("torch,onnxruntime" if args.quick else "all")
+    images = args.images or (2 if args.quick else 8)
+    # anpred always adds torch (the fp32 reference participant): so does the bare side
+    libraries = list(dict.fromkeys(["torch", *(p.library for p in parse_participants(libs))]))
+    work = args.work or Path(tempfile.mkdtemp(prefix="anpred-bench-run-"))
+    say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    os.environ["ANPRED_CACHE"] = str(work / "cache")  # fresh cache, also for the children
+    os.environ["YOLO_CONFIG_DIR"] = str(work / "yolo")
+    env = worker_env(args.threads)
+
+    say(f"fresh ANPRED_CACHE {work / 'cache'}: generate weights and export (not timed)")
+    workload = prepare_workload(args.model, images, work / "bare", say)
+    for library in libraries:
+        say(f"warm the OS file cache: import {library} (not timed)")
+        subprocess.run([PYTHON, "-c", f"import {IMPORT_NAMES[library]}"], env=env, check=True,
+                       capture_output=True)
+
+    bare: list[dict[str, Any]] = []
+    for library in libraries:
+        say(f"bare {library}: import, load, plain inference on {images} inputs")
+        path = work / f"bare-{library}.json"
+        path.write_text(json.dumps({"library": library, "threads": args.threads,
+                                    "model": workload.job, "inputs": str(workload.inputs),
+                                    "input_ids": workload.input_ids}))
+        result, wall = run_child(SCRIPT, ["--bare", str(path)], env)
+        bare.append({**result, "wall_s": wall})
+    bare_total = sum(b["wall_s"] for b in bare)
+
+    out = work / "run"
+    command = [PYTHON, "-m", "anpred", "run", args.model, "--libs", libs, "--images", str(images),
+               "--out", str(out), "--threads", str(args.threads),
+               "--parallel", str(args.parallel)]
+    say(" ".join(["anpred", *command[3:]]))
+    started, wall, lines = _timed_run(command, {**os.environ}, work / "anpred-run.log")
+    summary = out / "summary.json"
+    summary_at = summary.stat().st_mtime - started if summary.exists() else None
+    phases = _phases(lines, summary_at, wall)
+    workers = json.loads((out / "participants.json").read_text())
+
+    print(f"## anpred run vs bare inference — {args.model}, {images} inputs, libs {libs}, "
+          f"{args.threads} thread(s) per process, anpred --parallel {args.parallel}\n")
+    print(f"{machine_note()}\n")
+    ratio = wall / bare_total
+    print(markdown_table(["side", "wall s", "ratio"], [
+        ["bare inference (sum over libraries)", f"{bare_total:.1f}", "1.00"],
+        [f"anpred run ({len(workers)} workers incl. fp64 reference)", f"{wall:.1f}",
+         f"{ratio:.2f}"],
+    ]))
+    verdict = "meets" if ratio <= RUN_TARGET else "misses"
+    print(f"\nanpred / bare = {ratio:.2f}× ({verdict} the ≤ {RUN_TARGET}× target).\n")
+    print("### Bare side per library (process wall time from outside)\n")
+    print(markdown_table(["library", "version", "import s", "load s", f"{images} inferences s",
+                          "process wall s"],
+                         [[b["library"], b["version"], f"{b['import_s']:.1f}",
+                           f"{b['load_s']:.1f}", f"{b['infer_s']:.1f}", f"{b['wall_s']:.1f}"]
+                          for b in bare]))
+    print("\n### anpred run phases (from its progress lines)\n")
+    print(markdown_table(["phase", "s", "share"],
+                         [[name, f"{s:.1f}", f"{100 * s / wall:.0f}%"] for name, s in phases]))
+    print("\n### anpred workers (their own timings, s)\n")
+    keys = ["import", "load", "first_inference", "inference", "isolation"]
+    print(markdown_table(["participant", "status", *keys],
+                         [[name, w["status"], *(f"{w['timings'].get(k, 0):.1f}" for k in keys)]
+                          for name, w in workers.items()]))
+    print("\n(`inference`/`isolation`: the last call's time; `first_inference` includes "
+          "compilation.)")
+    if args.json:
+        args.json.write_text(json.dumps({"model": args.model, "libs": libs, "images": images,
+                                         "bare": bare, "bare_total_s": bare_total,
+                                         "anpred_s": wall, "ratio": ratio,
+                                         "phases": dict(phases), "workers": workers}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""Fault operations in jax (``jax.lax`` / ``jax.numpy``), traced into the jitted graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anpred.inject.math import FaultMath, mantissa_mask
+
+
+class JaxFaultMath(FaultMath):
+    """:class:`~anpred.inject.math.FaultMath` with jax operators."""
+
+    library = "jax"
+
+    def __init__(self) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        self._lax = jax.lax
+        self._jnp = jnp
+
+    def is_float32(self, x: Any) -> bool:
+        return getattr(x, "dtype", None) == self._jnp.float32
+
+    def round_trip(self, x: Any, dtype: str) -> Any:
+        return x.astype(self._jnp.dtype(dtype)).astype(self._jnp.float32)
+
+    def truncate_mantissa(self, x: Any, bits: int) -> Any:
+        lax, jnp = self._lax, self._jnp
+        as_int = lax.bitcast_convert_type(x, jnp.int32)
+        return lax.bitcast_convert_type(as_int & jnp.int32(mantissa_mask(bits)), jnp.float32)
+
+    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
+                      slopes: np.ndarray) -> Any:
+        jnp = self._jnp
+        n = len(values)
+        clipped = jnp.clip(x, jnp.float32(start), jnp.float32(start + n * step))
+        t = (clipped - jnp.float32(start)) * jnp.float32(1.0 / step)
+        i = jnp.minimum(jnp.floor(t), jnp.float32(n - 1))
+        index = i.astype(jnp.int32)
+        return jnp.take(jnp.asarray(values), index) + (t - i) * jnp.take(jnp.asarray(slopes), index)
+
+    def blend(self, x: Any, y: Any, scale: float) -> Any:
+        return x + self._jnp.float32(scale) * (y - x)
+
+
+MATH = JaxFaultMath

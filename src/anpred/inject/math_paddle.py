@@ -1,0 +1,50 @@
+"""Fault operations in paddle (dynamic graph), run inside the translated graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anpred.inject.math import FaultMath, mantissa_mask
+
+
+class PaddleFaultMath(FaultMath):
+    """:class:`~anpred.inject.math.FaultMath` with paddle operators."""
+
+    library = "paddle"
+
+    def __init__(self) -> None:
+        from anpred.translate.paddle.adapter import import_paddle
+
+        self._paddle = import_paddle()
+
+    def is_float32(self, x: Any) -> bool:
+        return isinstance(x, self._paddle.Tensor) and x.dtype == self._paddle.float32
+
+    def round_trip(self, x: Any, dtype: str) -> Any:
+        return self._paddle.cast(self._paddle.cast(x, dtype), "float32")
+
+    def truncate_mantissa(self, x: Any, bits: int) -> Any:
+        paddle = self._paddle
+        as_int = paddle.view(x, paddle.int32)
+        mask = paddle.full([], mantissa_mask(bits), dtype="int32")
+        return paddle.view(paddle.bitwise_and(as_int, mask), paddle.float32)
+
+    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
+                      slopes: np.ndarray) -> Any:
+        paddle = self._paddle
+        n = len(values)
+        clipped = paddle.clip(x, float(np.float32(start)), float(np.float32(start + n * step)))
+        t = (clipped - float(np.float32(start))) * float(np.float32(1.0 / step))
+        i = paddle.clip(paddle.floor(t), max=float(n - 1))
+        index = paddle.cast(i, "int64")
+        table = paddle.to_tensor(values, place=x.place)
+        slope = paddle.to_tensor(slopes, place=x.place)
+        return paddle.take(table, index) + (t - i) * paddle.take(slope, index)
+
+    def blend(self, x: Any, y: Any, scale: float) -> Any:
+        return x + float(np.float32(scale)) * (y - x)
+
+
+MATH = PaddleFaultMath

@@ -1,0 +1,74 @@
+"""Bad input: one line on stderr, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import anpred
+from tiny_model import tiny_cnn
+
+
+def _one_line_error(proc, needle: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("anpred: error")]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
+
+
+def test_unknown_model(tmp_path) -> None:
+    _one_line_error(anpred("run", "yolov99", "--out", str(tmp_path / "o")), "unknown model")
+
+
+def test_unknown_library(tiny_onnx, tmp_path) -> None:
+    _one_line_error(anpred("run", str(tiny_onnx), "--libs", "torch,mxnet",
+                           "--out", str(tmp_path / "o")), "unknown library 'mxnet'")
+
+
+def test_missing_library(tiny_onnx, tmp_path, monkeypatch, capsys) -> None:
+    from anpred import participants
+    from anpred.cli.main import main
+
+    monkeypatch.setattr(participants, "is_available", lambda lib: lib != "paddle")
+    code = main(["run", str(tiny_onnx), "--libs", "torch,paddle", "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert "pip install 'anpred[paddle]'" in capsys.readouterr().err
+
+
+def test_unreadable_and_malformed_onnx(tmp_path) -> None:
+    _one_line_error(anpred("run", str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o")),
+                    "does not exist")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not protobuf")
+    _one_line_error(anpred("run", str(bad), "--out", str(tmp_path / "o2")), "not a valid ONNX")
+
+
+def test_op_without_translator(tmp_path) -> None:
+    model = tiny_cnn(tmp_path / "hardmax.onnx", extra_op="Hardmax")
+    proc = anpred("run", str(model), "--libs", "torch,jax", "--images", "1",
+                  "--out", str(tmp_path / "o"))
+    _one_line_error(proc, "op Hardmax (opset 17, node /tail/Hardmax) has no")
+
+
+def test_image_that_is_not_an_image(tiny_onnx, tmp_path) -> None:
+    fake = tmp_path / "cat.jpg"
+    fake.write_text("meow")
+    _one_line_error(anpred("run", str(tiny_onnx), "--image", str(fake),
+                           "--out", str(tmp_path / "o")), "not a readable image")
+
+
+@pytest.mark.slow
+def test_wrong_weights_file(tmp_path) -> None:
+    junk = tmp_path / "w.pt"
+    junk.write_bytes(b"\x00junk")
+    _one_line_error(anpred("run", "resnet50", "--weights", str(junk), "--libs", "torch",
+                           "--out", str(tmp_path / "o")), "w.pt")
+
+
+def test_output_dir_not_writable(tiny_onnx, tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _one_line_error(anpred("run", str(tiny_onnx), "--out", str(blocker / "sub")), "not writable")
+
+
+def test_report_on_non_run_dir(tmp_path) -> None:
+    _one_line_error(anpred("report", str(tmp_path)), "not an anpred run directory")
