@@ -147,8 +147,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "run.json").exists():
         raise UsageError(f"{str(run_dir)!r} is not an anpred run directory (no run.json)")
+    from anpred.execution.layout import read_json, write_json
+
+    previous = run_dir / "summary.json"
     summary = analyse(run_dir)
-    from anpred.execution.layout import write_json
+    if previous.exists():  # keep what only the original run knew
+        summary["wall_seconds"] = read_json(previous).get("wall_seconds")
 
     write_json(run_dir / "summary.json", summary)
     write_report(run_dir, summary)

@@ -1,7 +1,8 @@
 """Turn a run directory's captures into results: findings, localization, characterization,
 baselines; write ``deviations.parquet`` and return the ``summary.json`` content.
 
-The layout of ``summary.json`` is documented in ``docs/run-directory.md``.
+The layout of the run directory and ``summary.json`` is documented in
+``docs/run-directory.md``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from anpred.analysis.oracle import OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
 from anpred.execution.layout import participant_dir, read_json
 from anpred.localization.concentration import stage_concentration
-from anpred.localization.emergence import collect_findings, emergence_distribution, emergences, library_blame
+from anpred.localization.emergence import (
+    collect_findings,
+    emergence_distribution,
+    emergences,
+    library_blame,
+)
 from anpred.localization.masking import masking_case, summarize_masking
 from anpred.localization.propagation import propagation_profile
 from anpred.participants import REFERENCE32, REFERENCE64
@@ -46,7 +52,9 @@ def _clean(value: Any) -> Any:
 
 
 def _participants(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    workers = read_json(run_dir / "participants.json") if (run_dir / "participants.json").exists() else {}
+    workers = (
+        read_json(run_dir / "participants.json") if (run_dir / "participants.json").exists() else {}
+    )
     records, names = [], []
     for name, result in workers.items():
         if name == REFERENCE64:
@@ -66,8 +74,9 @@ def _baselines(ev: RunEvidence) -> dict[str, dict[str, dict[str, Any]]]:
         judged = judge_with_all(outputs, fp32, fp64, names)
         for method, verdicts in judged.items():
             for participant, verdict in verdicts.items():
-                entry = result[method].setdefault(participant, {"passed": True, "failed_inputs": [],
-                                                                "per_input": {}})
+                entry = result[method].setdefault(
+                    participant, {"passed": True, "failed_inputs": [], "per_input": {}}
+                )
                 entry["per_input"][input_id] = dict(verdict.statistics())
                 if not verdict.passed:
                     entry["passed"] = False
@@ -76,14 +85,25 @@ def _baselines(ev: RunEvidence) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def _verdict_row(v: Verdict, introduced: float | None) -> dict[str, Any]:
-    row: dict[str, Any] = {"participant": v.participant, "anchor": v.anchor, "input": v.input_id,
-                           "finding": v.finding}
+    row: dict[str, Any] = {
+        "participant": v.participant,
+        "anchor": v.anchor,
+        "input": v.input_id,
+        "finding": v.finding,
+    }
     row[v.primary.metric] = v.primary.value
     row.update({name: j.value for name, j in v.secondary.items()})
     row.update({f"{k}_vs_fp64": val for k, val in v.vs_fp64.items()})
-    row.update({"threshold": v.primary.threshold, "noise_floor": v.primary.noise_floor,
-                "population_median": v.primary.population_median, "introduced": introduced,
-                "pairwise": v.pairwise, "non_finite": v.non_finite})
+    row.update(
+        {
+            "threshold": v.primary.threshold,
+            "noise_floor": v.primary.noise_floor,
+            "population_median": v.primary.population_median,
+            "introduced": introduced,
+            "pairwise": v.pairwise,
+            "non_finite": v.non_finite,
+        }
+    )
     return row
 
 
@@ -102,8 +122,13 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _localization(anchors: list[str], verdicts: list[Verdict], ev: RunEvidence,
-                  names: list[str], input_ids: list[str]) -> dict[str, Any]:
+def _localization(
+    anchors: list[str],
+    verdicts: list[Verdict],
+    ev: RunEvidence,
+    names: list[str],
+    input_ids: list[str],
+) -> dict[str, Any]:
     findings = collect_findings((v.participant, v.anchor, v.input_id, v.finding) for v in verdicts)
     for p in names:
         for i in input_ids:
@@ -113,8 +138,9 @@ def _localization(anchors: list[str], verdicts: list[Verdict], ev: RunEvidence,
     blame = library_blame(anchors, findings)
     result: dict[str, Any] = {"blame": blame.to_dict(), "participants": {}}
     for p in names:
-        introduced = {a: _median([ev.introduced.get((p, i), {}).get(a) for i in input_ids])
-                      for a in anchors}
+        introduced = {
+            a: _median([ev.introduced.get((p, i), {}).get(a) for i in input_ids]) for a in anchors
+        }
         known = {a: v for a, v in introduced.items() if v is not None}
         conc = stage_concentration(known).to_dict() if known and sum(known.values()) > 0 else None
         result["participants"][p] = {
@@ -127,27 +153,45 @@ def _localization(anchors: list[str], verdicts: list[Verdict], ev: RunEvidence,
     return result
 
 
-def _characterization(anchors: list[str], verdicts: list[Verdict], ev: RunEvidence,
-                      names: list[str], input_ids: list[str],
-                      baselines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _characterization(
+    anchors: list[str],
+    verdicts: list[Verdict],
+    ev: RunEvidence,
+    names: list[str],
+    input_ids: list[str],
+    baselines: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
     by_key = {(v.participant, v.anchor, v.input_id): v for v in verdicts}
     propagation: dict[str, Any] = {}
     cases = []
     for p in names:
         profiles = {}
         for i in input_ids:
-            devs = [by_key[(p, a, i)].vs_fp64.get("rel_l2") if (p, a, i) in by_key else None
-                    for a in anchors]
+            devs = [
+                by_key[(p, a, i)].vs_fp64.get("rel_l2") if (p, a, i) in by_key else None
+                for a in anchors
+            ]
             if any(d is None or not math.isfinite(d) for d in devs):
                 continue
             profiles[i] = propagation_profile(anchors, devs).to_dict()
             flags = {a: by_key[(p, a, i)].finding for a in anchors}
-            clean = {b: i not in baselines[b].get(p, {}).get("failed_inputs", [i])
-                     for b in baselines}
+            clean = {
+                b: i not in baselines[b].get(p, {}).get("failed_inputs", [i]) for b in baselines
+            }
             cases.append(masking_case(p, i, flags, clean))
-        worst = max(anchors[:-1] or anchors,
-                    key=lambda a: _median([by_key[(p, a, i)].vs_fp64.get("rel_l2")
-                                           for i in input_ids if (p, a, i) in by_key]) or 0.0)
+        worst = max(
+            anchors[:-1] or anchors,
+            key=lambda a: (
+                _median(
+                    [
+                        by_key[(p, a, i)].vs_fp64.get("rel_l2")
+                        for i in input_ids
+                        if (p, a, i) in by_key
+                    ]
+                )
+                or 0.0
+            ),
+        )
         dims = [ev.dimension.get((p, worst, i)) for i in input_ids]
         dims = [d for d in dims if d]
         propagation[p] = {
@@ -159,8 +203,11 @@ def _characterization(anchors: list[str], verdicts: list[Verdict], ev: RunEviden
                 "border_interior_ratio": _median([d.get("border_interior_ratio") for d in dims]),
             },
         }
-    return {"propagation": propagation, "masking": summarize_masking(cases).to_dict(),
-            "masking_cases": [c.to_dict() for c in cases if c.masked_by]}
+    return {
+        "propagation": propagation,
+        "masking": summarize_masking(cases).to_dict(),
+        "masking_cases": [c.to_dict() for c in cases if c.masked_by],
+    }
 
 
 def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None) -> dict[str, Any]:
@@ -178,45 +225,88 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     for anchor in anchors:
         if ev.evidence[anchor]:
             verdicts.extend(judge_anchor(ev.evidence[anchor], params))
-    rows = [_verdict_row(v, ev.introduced.get((v.participant, v.input_id), {}).get(v.anchor))
-            for v in verdicts]
+    rows = [
+        _verdict_row(v, ev.introduced.get((v.participant, v.input_id), {}).get(v.anchor))
+        for v in verdicts
+    ]
     _write_parquet(run_dir / "deviations.parquet", rows)
     baselines = _baselines(ev)
     judged_names = sorted({v.participant for v in verdicts}, key=names.index)
-    noise = {a: {e.input_id: e.noise_floor.get(params.primary_metric) for e in ev.evidence[a]}
-             for a in anchors}
-    heatmap = {p: {a: _median([v.primary.value for v in verdicts
-                               if v.participant == p and v.anchor == a]) for a in anchors}
-               for p in judged_names}
-    vs64 = {p: {a: _median([v.vs_fp64.get(params.primary_metric) for v in verdicts
-                            if v.participant == p and v.anchor == a]) for a in anchors}
-            for p in judged_names}
+    noise = {
+        a: {e.input_id: e.noise_floor.get(params.primary_metric) for e in ev.evidence[a]}
+        for a in anchors
+    }
+    heatmap = {
+        p: {
+            a: _median([v.primary.value for v in verdicts if v.participant == p and v.anchor == a])
+            for a in anchors
+        }
+        for p in judged_names
+    }
+    vs64 = {
+        p: {
+            a: _median(
+                [
+                    v.vs_fp64.get(params.primary_metric)
+                    for v in verdicts
+                    if v.participant == p and v.anchor == a
+                ]
+            )
+            for a in anchors
+        }
+        for p in judged_names
+    }
     for record in records:
         record["observer"] = observer_summary(ev.observer.get(record["participant"], {}))
     summary = {
-        "model": {"name": options["model"], "granularity": options["granularity"],
-                  "weights": options.get("weights") or f"seeded (seed {options['seed']})",
-                  "input_shape": export["input_shape"], "opset": export["opset"]},
+        "model": {
+            "name": options["model"],
+            "granularity": options["granularity"],
+            "weights": options.get("weights") or f"seeded (seed {options['seed']})",
+            "input_shape": export["input_shape"],
+            "opset": export["opset"],
+        },
         "options": options,
         "inputs": [{"id": i, "source": sources.get(i, "")} for i in input_ids],
         "reference": {"fp64": REFERENCE64, "fp32": REFERENCE32},
         "participants": records,
-        "anchors": [{k: a[k] for k in ("key", "anchor", "module", "group", "shape")}
-                    for a in export["anchors"]],
+        "anchors": [
+            {k: a[k] for k in ("key", "anchor", "module", "group", "shape")}
+            for a in export["anchors"]
+        ],
         "pairwise": len(judged_names) == 2,
-        "oracle": {"primary_metric": params.primary_metric, "outlier_k": params.outlier_k,
-                   "noise_factor": params.noise_factor, "mad_floor_rel": params.mad_floor_rel},
-        "noise_floor": {a: {"median": _median(list(v.values())), "per_input": v}
-                        for a, v in noise.items()},
+        "oracle": {
+            "primary_metric": params.primary_metric,
+            "outlier_k": params.outlier_k,
+            "noise_factor": params.noise_factor,
+            "mad_floor_rel": params.mad_floor_rel,
+        },
+        "noise_floor": {
+            a: {"median": _median(list(v.values())), "per_input": v} for a, v in noise.items()
+        },
         "deviation": {"vs_consensus": heatmap, "vs_fp64": vs64},
-        "findings": [{"participant": v.participant, "anchor": v.anchor, "input": v.input_id,
-                      "metrics": v.statistics(), "corroborating": list(v.corroborating)}
-                     for v in verdicts if v.finding],
+        "findings": [
+            {
+                "participant": v.participant,
+                "anchor": v.anchor,
+                "input": v.input_id,
+                "metrics": v.statistics(),
+                "corroborating": list(v.corroborating),
+            }
+            for v in verdicts
+            if v.finding
+        ],
         "localization": _localization(anchors, verdicts, ev, judged_names, input_ids),
-        "characterization": _characterization(anchors, verdicts, ev, judged_names, input_ids,
-                                              baselines),
-        "baselines": {b: {p: {"passed": e["passed"], "failed_inputs": e["failed_inputs"]}
-                          for p, e in per.items()} for b, per in baselines.items()},
+        "characterization": _characterization(
+            anchors, verdicts, ev, judged_names, input_ids, baselines
+        ),
+        "baselines": {
+            b: {
+                p: {"passed": e["passed"], "failed_inputs": e["failed_inputs"]}
+                for p, e in per.items()
+            }
+            for b, per in baselines.items()
+        },
         "baseline_details": baselines,
         "alignment": ev.alignment,
         "unaligned": ev.unaligned,

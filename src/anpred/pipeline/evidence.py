@@ -61,13 +61,23 @@ def _dimension_record(x: np.ndarray, ref: np.ndarray) -> dict[str, Any] | None:
     axis = 1 if x.ndim != 3 or x.shape[1] > x.shape[2] or x.ndim == 4 else -1
     profile = dimension_profile(elementwise_error(x, ref), channel_axis=axis)
     data = profile.to_dict()
-    return {k: data[k] for k in ("top_channel_share", "border_interior_ratio", "top_channels")
-            if k in data}
+    return {
+        k: data[k]
+        for k in ("top_channel_share", "border_interior_ratio", "top_channels")
+        if k in data
+    }
 
 
-def collect(run_dir: Path, participants: Sequence[str], reference64: str, reference32: str,
-            anchors: Sequence[str], input_ids: Sequence[str], params: OracleParams,
-            say: Say) -> RunEvidence:
+def collect(
+    run_dir: Path,
+    participants: Sequence[str],
+    reference64: str,
+    reference32: str,
+    anchors: Sequence[str],
+    input_ids: Sequence[str],
+    params: OracleParams,
+    say: Say,
+) -> RunEvidence:
     """Align and assess every (anchor, input); gather stage-isolation and dimension data."""
     result = RunEvidence(evidence={a: [] for a in anchors})
     ref_folder = participant_dir(run_dir, reference64)
@@ -78,8 +88,9 @@ def collect(run_dir: Path, participants: Sequence[str], reference64: str, refere
             result.unaligned.append({"input": input_id, "reason": "no fp64 reference capture"})
             continue
         opened = {p: _open(participant_dir(run_dir, p), input_id, "capture") for p in participants}
-        isolated = {p: _open(participant_dir(run_dir, p), input_id, "isolated")
-                    for p in participants}
+        isolated = {
+            p: _open(participant_dir(run_dir, p), input_id, "isolated") for p in participants
+        }
         present = {p: c for p, c in opened.items() if c is not None}
         for p, c in present.items():
             result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
@@ -91,8 +102,14 @@ def collect(run_dir: Path, participants: Sequence[str], reference64: str, refere
                     try:
                         a = align(c.data[anchor], fp64.shape, c.layout(anchor), reference=fp64)
                     except AlignmentError as err:
-                        result.unaligned.append({"participant": p, "anchor": anchor,
-                                                 "input": input_id, "reason": str(err)})
+                        result.unaligned.append(
+                            {
+                                "participant": p,
+                                "anchor": anchor,
+                                "input": input_id,
+                                "reason": str(err),
+                            }
+                        )
                         continue
                     aligned[p] = a.values
                     result.alignment.setdefault(p, {}).setdefault(anchor, list(a.steps))
@@ -102,13 +119,21 @@ def collect(run_dir: Path, participants: Sequence[str], reference64: str, refere
                     iso = isolated.get(p)
                     if iso is not None:
                         xi = align(iso.data[anchor], fp64.shape, iso.layout(anchor)).values
-                        result.introduced.setdefault((p, input_id), {})[anchor] = relative_l2(xi, fp64)
+                        result.introduced.setdefault((p, input_id), {})[anchor] = relative_l2(
+                            xi, fp64
+                        )
                 if reference32 not in aligned or len(aligned) < 2:
-                    result.unaligned.append({"anchor": anchor, "input": input_id,
-                                             "reason": "fewer than two participants or no fp32 reference"})
+                    result.unaligned.append(
+                        {
+                            "anchor": anchor,
+                            "input": input_id,
+                            "reason": "fewer than two participants or no fp32 reference",
+                        }
+                    )
                     continue
                 result.evidence[anchor].append(
-                    assess(anchor, input_id, aligned, aligned[reference32], fp64, params=params))
+                    assess(anchor, input_id, aligned, aligned[reference32], fp64, params=params)
+                )
                 if anchor == anchors[-1]:
                     result.outputs[input_id] = aligned
                     result.references[input_id] = (aligned[reference32], fp64)
@@ -132,5 +157,8 @@ def observer_summary(records: Mapping[str, Any]) -> dict[str, Any]:
     """Aggregate per-input observer records of one participant."""
     valid = [r for r in records.values() if r]
     diffs = [r["max_abs_diff"] for r in valid if r.get("max_abs_diff") is not None]
-    return {"inputs": len(valid), "identical": all(r.get("identical") for r in valid),
-            "max_abs_diff": max(diffs) if diffs else None}
+    return {
+        "inputs": len(valid),
+        "identical": all(r.get("identical") for r in valid),
+        "max_abs_diff": max(diffs) if diffs else None,
+    }

@@ -26,15 +26,19 @@ def main(argv: list[str] | None = None) -> int:
 
             from anpred.pipeline.user_onnx import anchored_user_export
 
-            export = anchored_user_export(Path(request["onnx"]), Path(request["folder"]),
-                                          request.get("anchors") or ())
+            export = anchored_user_export(
+                Path(request["onnx"]), Path(request["folder"]), request.get("anchors") or ()
+            )
             print(json.dumps(export.to_dict()), flush=True)
             return 0
         from anpred.interchange.export import export_zoo_model
 
         export = export_zoo_model(
-            request["model"], request.get("granularity", "stage"), request.get("weights"),
-            int(request.get("seed", 0)), request.get("anchors") or (),
+            request["model"],
+            request.get("granularity", "stage"),
+            request.get("weights"),
+            int(request.get("seed", 0)),
+            request.get("anchors") or (),
             input_size=request.get("input_size"),
         )
     except AnpredError as err:

@@ -23,7 +23,13 @@ from anpred.errors import UsageError
 from anpred.execution.layout import participant_dir, read_json, write_json
 from anpred.execution.pool import WorkerResult, run_workers, worker_env
 from anpred.interchange.export import AnchoredExport
-from anpred.participants import REFERENCE32, REFERENCE64, Participant, parse_participant, parse_participants
+from anpred.participants import (
+    REFERENCE32,
+    REFERENCE64,
+    Participant,
+    parse_participant,
+    parse_participants,
+)
 from anpred.pipeline.options import RunOptions
 
 Say = Callable[[str], None]
@@ -54,13 +60,17 @@ def check_out_dir(out: Path, options: RunOptions) -> bool:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise UsageError(f"output directory {str(out)!r} is not writable ({err.strerror})") from None
+        raise UsageError(
+            f"output directory {str(out)!r} is not writable ({err.strerror})"
+        ) from None
     settings = out / "run.json"
     if settings.exists():
         previous = read_json(settings)
         if previous != options.to_dict():
-            raise UsageError(f"{str(out)!r} holds a run with other settings; "
-                             "use another --out, or the same settings to resume it")
+            raise UsageError(
+                f"{str(out)!r} holds a run with other settings; "
+                "use another --out, or the same settings to resume it"
+            )
         return True
     if any(out.iterdir()):
         raise UsageError(f"{str(out)!r} is not empty and holds no anpred run; use another --out")
@@ -73,8 +83,13 @@ def is_onnx_path(model: str) -> bool:
     return model.endswith(".onnx") or os.sep in model
 
 
-def prepare_inputs(options: RunOptions, run_dir: Path, export: AnchoredExport | None,
-                   preprocessing: str | None, size: int | None) -> list[str]:
+def prepare_inputs(
+    options: RunOptions,
+    run_dir: Path,
+    export: AnchoredExport | None,
+    preprocessing: str | None,
+    size: int | None,
+) -> list[str]:
     """Gather and preprocess the inputs into ``inputs.npz``; return input ids in order."""
     from anpred.inputs.images import gather_images
     from anpred.inputs.preprocess import letterbox, preprocess
@@ -83,8 +98,12 @@ def prepare_inputs(options: RunOptions, run_dir: Path, export: AnchoredExport | 
     meta = run_dir / "inputs.json"
     if path.exists() and meta.exists():
         return read_json(meta)["ids"]
-    images = gather_images(None if options.image_paths else options.images,
-                           options.image_paths, options.synthetic, options.seed)
+    images = gather_images(
+        None if options.image_paths else options.images,
+        options.image_paths,
+        options.synthetic,
+        options.seed,
+    )
     arrays: dict[str, np.ndarray] = {}
     for image in images:
         if preprocessing is not None and size is not None:
@@ -109,17 +128,31 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
         return AnchoredExport.from_dict(read_json(record))
     request: dict[str, Any] = {"anchors": list(options.anchors)}
     if is_onnx_path(options.model):
-        request.update({"onnx": str(Path(options.model).resolve()),
-                        "folder": str((run_dir / "model").resolve())})
+        request.update(
+            {
+                "onnx": str(Path(options.model).resolve()),
+                "folder": str((run_dir / "model").resolve()),
+            }
+        )
     else:
         say(f"export {options.model} to ONNX with {options.granularity} anchors (cached)")
-        request.update({"model": options.model, "granularity": options.granularity,
-                        "weights": options.weights, "seed": options.seed})
+        request.update(
+            {
+                "model": options.model,
+                "granularity": options.granularity,
+                "weights": options.weights,
+                "seed": options.seed,
+            }
+        )
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(request, handle)
     try:
-        proc = subprocess.run([sys.executable, "-m", "anpred.pipeline.prepare", handle.name],
-                              capture_output=True, text=True, env=worker_env(2))
+        proc = subprocess.run(
+            [sys.executable, "-m", "anpred.pipeline.prepare", handle.name],
+            capture_output=True,
+            text=True,
+            env=worker_env(2),
+        )
     finally:
         os.unlink(handle.name)
     lines = proc.stdout.strip().splitlines()
@@ -133,7 +166,9 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
     return export
 
 
-def _finished(run_dir: Path, participant: Participant, n_inputs: int, isolation: bool) -> WorkerResult | None:
+def _finished(
+    run_dir: Path, participant: Participant, n_inputs: int, isolation: bool
+) -> WorkerResult | None:
     folder = participant_dir(run_dir, participant.name)
     status = folder / "status.json"
     if not status.exists():
@@ -141,29 +176,55 @@ def _finished(run_dir: Path, participant: Participant, n_inputs: int, isolation:
     data = read_json(status)
     done = len(list(folder.glob("*.capture.json")))
     iso = len(list(folder.glob("*.isolated.json")))
-    if data.get("state") not in ("ok", "non-finite") or done < n_inputs or (isolation and iso < n_inputs):
+    if (
+        data.get("state") not in ("ok", "non-finite")
+        or done < n_inputs
+        or (isolation and iso < n_inputs)
+    ):
         return None
-    return WorkerResult(participant.name, participant.library, data["state"], "done", "",
-                        data.get("version", ""), data.get("settings", {}), data.get("timings", {}),
-                        0, done)
+    return WorkerResult(
+        participant.name,
+        participant.library,
+        data["state"],
+        "done",
+        "",
+        data.get("version", ""),
+        data.get("settings", {}),
+        data.get("timings", {}),
+        0,
+        done,
+    )
 
 
-def execute(options: RunOptions, run_dir: Path, participants: list[Participant],
-            export: AnchoredExport, input_ids: list[str], say: Say, threads: int,
-            parallel: int, timeout: float | None) -> dict[str, WorkerResult]:
+def execute(
+    options: RunOptions,
+    run_dir: Path,
+    participants: list[Participant],
+    export: AnchoredExport,
+    input_ids: list[str],
+    say: Say,
+    threads: int,
+    parallel: int,
+    timeout: float | None,
+) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
     from anpred.backends.base import ModelJob
 
     zoo = None if is_onnx_path(options.model) else options.model
-    job = {"model": ModelJob(export, zoo, options.weights, options.seed).to_dict(),
-           "inputs": str(run_dir / "inputs.npz")}
+    job = {
+        "model": ModelJob(export, zoo, options.weights, options.seed).to_dict(),
+        "inputs": str(run_dir / "inputs.npz"),
+    }
     results: dict[str, WorkerResult] = {}
 
     def progress(name: str, message: str) -> None:
         say(f"  [{name}] {message}")
 
     reference = parse_participant(REFERENCE64)
-    for group, source in (([reference], None), (participants, participant_dir(run_dir, REFERENCE64))):
+    for group, source in (
+        ([reference], None),
+        (participants, participant_dir(run_dir, REFERENCE64)),
+    ):
         todo = []
         for p in group:
             done = _finished(run_dir, p, len(input_ids), bool(source) and options.isolation)
@@ -173,16 +234,31 @@ def execute(options: RunOptions, run_dir: Path, participants: list[Participant],
             else:
                 todo.append(p)
         if todo:
-            results.update(run_workers(run_dir, todo, job, input_ids, threads=threads,
-                                       parallel=parallel,
-                                       isolation_source=source if options.isolation else None,
-                                       timeout=timeout, progress=progress))
+            results.update(
+                run_workers(
+                    run_dir,
+                    todo,
+                    job,
+                    input_ids,
+                    threads=threads,
+                    parallel=parallel,
+                    isolation_source=source if options.isolation else None,
+                    timeout=timeout,
+                    progress=progress,
+                )
+            )
     order = [REFERENCE64, *(p.name for p in participants)]
     return {name: results[name] for name in order if name in results}
 
 
-def run(options: RunOptions, out: Path, say: Say = _stderr, threads: int = 1, parallel: int = 2,
-        timeout: float | None = None) -> RunOutcome:
+def run(
+    options: RunOptions,
+    out: Path,
+    say: Say = _stderr,
+    threads: int = 1,
+    parallel: int = 2,
+    timeout: float | None = None,
+) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
@@ -202,12 +278,16 @@ def run(options: RunOptions, out: Path, say: Say = _stderr, threads: int = 1, pa
         load_onnx(Path(options.model))
         preprocessing = size = None
     resumed = check_out_dir(out, options)
-    say(f"anpred run {options.model}: {len(participants)} participants + fp64 reference"
-        + (" (resuming)" if resumed else ""))
+    say(
+        f"anpred run {options.model}: {len(participants)} participants + fp64 reference"
+        + (" (resuming)" if resumed else "")
+    )
     export = export_model(options, out, say)
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
-    results = execute(options, out, participants, export, input_ids, say, threads, parallel, timeout)
+    results = execute(
+        options, out, participants, export, input_ids, say, threads, parallel, timeout
+    )
     write_json(out / "participants.json", {k: v.to_dict() for k, v in results.items()})
     from anpred.pipeline.analyse import analyse
 
@@ -221,7 +301,9 @@ def run(options: RunOptions, out: Path, say: Say = _stderr, threads: int = 1, pa
     failed = [r for r in results.values() if r.failed]
     if failed and all(r.usage_error for r in failed):
         # e.g. an op without a translator: the user's input, not a library failure
-        raise UsageError(f"{failed[0].participant}: {failed[0].message.split(': ', 1)[-1]} "
-                         f"(results of the others are in {out})")
+        raise UsageError(
+            f"{failed[0].participant}: {failed[0].message.split(': ', 1)[-1]} "
+            f"(results of the others are in {out})"
+        )
     findings = bool(summary.get("findings"))
     return RunOutcome(out, summary, 3 if failed else 1 if findings else 0)

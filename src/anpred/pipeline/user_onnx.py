@@ -78,8 +78,10 @@ def anchored_user_export(source: Path, folder: Path, anchors: Sequence[str] = ()
     produced = {out for node in graph.node for out in node.output}
     unknown = [a for a in anchors if a not in produced]
     if unknown:
-        raise UsageError(f"no tensor named {', '.join(unknown[:3])} in {source.name}; "
-                         "--anchors takes tensor names of the graph")
+        raise UsageError(
+            f"no tensor named {', '.join(unknown[:3])} in {source.name}; "
+            "--anchors takes tensor names of the graph"
+        )
     names = list(anchors) or infer_anchors(model)
     inits = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]

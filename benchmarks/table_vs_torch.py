@@ -1,0 +1,62 @@
+"""Print, per participant, the max relative L2 from torch (fp32) at the output and worst anchor.
+
+Usage: ``python benchmarks/table_vs_torch.py RUN_DIR [RUN_DIR ...]`` (Markdown table).
+Reads the captures of finished ``anpred run`` directories; aligns them like the oracle does.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from anpred.analysis.alignment import align
+from anpred.execution.layout import load_capture, participant_dir, read_json
+
+
+def rel_l2(x: np.ndarray, ref: np.ndarray) -> float:
+    """Relative L2 distance in float64."""
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def table(run_dir: Path) -> list[str]:
+    """Rows of the table for one run directory."""
+    anchors = [a["key"] for a in read_json(run_dir / "model.json")["anchors"]]
+    inputs = read_json(run_dir / "inputs.json")["ids"]
+    names = [p for p in read_json(run_dir / "participants.json") if p not in ("torch[fp64]",)]
+    rows = []
+    for name in names:
+        folder = participant_dir(run_dir, name)
+        worst, worst_anchor, out = 0.0, "-", 0.0
+        for input_id in inputs:
+            try:
+                capture = load_capture(folder, input_id)
+            except FileNotFoundError:
+                continue
+            meta = read_json(folder / f"{input_id}.capture.json")
+            torch_capture = load_capture(participant_dir(run_dir, "torch"), input_id)
+            for anchor in anchors:
+                ref = torch_capture[anchor].astype(np.float64)
+                x = align(capture[anchor], ref.shape, meta["layouts"].get(anchor)).values
+                d = rel_l2(x, ref)
+                if anchor == anchors[-1]:
+                    out = max(out, d)
+                elif d > worst:
+                    worst, worst_anchor = d, anchor
+        model = read_json(run_dir / "run.json")["model"]
+        rows.append(f"| {model} | {name} | {len(inputs)} | {out:.2e} | {worst:.2e} ({worst_anchor}) |")
+    return rows
+
+
+def main() -> int:
+    """Print the table."""
+    print("| model | participant | inputs | output rel L2 vs torch | worst anchor rel L2 vs torch |")
+    print("|---|---|---|---|---|")
+    for arg in sys.argv[1:]:
+        print("\n".join(table(Path(arg))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""``anpred inject``: run ``anpred run`` with one participant carrying a known fault.
+
+The faulty participant (``onnxruntime!bf16@neck.p4``) replaces the clean one; the run
+directory gets ``ground_truth.json`` (see :mod:`anpred.inject.ground_truth`) next to the
+usual results, so that detection and localization can be scored against the truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from anpred.errors import UsageError
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _severity(text: str) -> int | float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"severity must be a number, not {text!r}") from None
+    return int(value) if value.is_integer() else value
+
+
+def _options(args: argparse.Namespace, faults: dict[str, dict[str, object]] | None):  # noqa: ANN202
+    from anpred.inject.participants import EXTRA_KEY
+    from anpred.pipeline.options import RunOptions
+
+    if args.images is not None and args.images < 1:
+        raise UsageError("--images must be at least 1")
+    return RunOptions(
+        model=args.model, libs=tuple(args.libs.split(",")), images=args.images or 2,
+        image_paths=tuple(args.image or ()), granularity=args.granularity,
+        anchors=tuple(args.anchors or ()), weights=args.weights, seed=args.seed,
+        synthetic=args.synthetic, isolation=not args.no_isolation,
+        extra={EXTRA_KEY: faults} if faults else {},
+    )
+
+
+def _list_targets(args: argparse.Namespace) -> int:
+    """Print every stage with its op counts (what ``--stage``/``--op`` can name)."""
+    import onnx
+
+    from anpred.inject.plan import stage_anchors
+    from anpred.inject.stages import stage_ops
+    from anpred.pipeline.run import export_model
+
+    with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
+        export = export_model(_options(args, None), Path(tmp), _say)
+    counts = stage_ops(onnx.load(str(export.anchored_path)), stage_anchors(export))
+    for stage, ops in counts.items():
+        listed = ", ".join(f"{op}×{n}" for op, n in sorted(ops.items()))
+        print(f"{stage:<20} {listed}")
+    return 0
+
+
+def cmd_inject(args: argparse.Namespace) -> int:
+    """Inject a fault into one participant, run the analysis, write ``ground_truth.json``."""
+    import onnx
+
+    from anpred.execution.layout import read_json, write_json
+    from anpred.inject.ground_truth import ground_truth
+    from anpred.inject.participants import apply_faults, faulty_name
+    from anpred.inject.plan import PlannedFault, stage_anchors
+    from anpred.inject.spec import FaultSpec, fault_kind
+    from anpred.inject.stages import resolve_targets
+    from anpred.participants import parse_participant
+    from anpred.pipeline.run import check_out_dir, export_model, is_onnx_path, run
+    from anpred.report.terminal import print_summary
+
+    if args.list_targets:
+        return _list_targets(args)
+    if args.stage is None:
+        raise UsageError("--stage is required (see --list-targets for the stages)")
+    kind = fault_kind(args.fault)
+    severity = kind.default_severity if args.severity is None else args.severity
+    spec = FaultSpec.from_dict({"stage": args.stage, "op": args.op, "kind": kind.name,
+                                "severity": severity})
+    base = parse_participant(args.lib)
+    apply_faults([base], {base.name: spec.to_dict()}, native_torch=not is_onnx_path(args.model))
+    name = faulty_name(base.name, spec)
+    options = _options(args, {base.name: spec.to_dict()})
+    out = Path(args.out or f"runs/{Path(args.model).stem}-{base.name}-{spec.kind}-{spec.stage}")
+    check_out_dir(out, options)
+    export = export_model(options, out, _say)
+    nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)
+    planned = PlannedFault(spec, tuple(nodes))
+    _say(f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {len(nodes)} "
+         f"{spec.op if spec.op != '*' else 'node'}(s) of stage {spec.stage} → participant {name}")
+    outcome = run(options, out, say=_say, threads=args.threads, parallel=args.parallel,
+                  timeout=args.timeout)
+    workers = read_json(out / "participants.json")
+    if name not in workers:
+        raise UsageError(f"the run has no participant {name}: this pipeline does not apply "
+                         "RunOptions.extra['faults'] (see anpred.inject.participants)")
+    truth = ground_truth(out, name, base.name, base.library, planned, outcome.summary,
+                         outcome.exit_code)
+    write_json(out / "ground_truth.json", truth)
+    print_summary(outcome.summary, outcome.run_dir)
+    detected = truth["detected"]
+    verdict = ("flagged at the injected stage" if detected["flagged_at_stage"]
+               else f"flagged first at {detected['first_flagged_anchor']}"
+               if detected["flagged"] else "not flagged")
+    applied = "applied as planned" if truth["worker"]["applied_as_planned"] else "NOT confirmed"
+    print(f"ground truth: {name} ({applied}); oracle: {verdict}; "
+          f"{out / 'ground_truth.json'}")
+    return outcome.exit_code
+
+
+def add_inject_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``anpred inject``."""
+    from anpred.inject.spec import fault_kinds
+
+    kinds = fault_kinds()
+    kind_help = "; ".join(f"{k.name}: {k.summary} (severity: {k.severity_doc}; default "
+                          f"{k.default_severity})" for k in kinds.values())
+    inject = sub.add_parser(
+        "inject", help="run an analysis with a known fault injected into one participant",
+        description="Run `anpred run` with one participant carrying a fault: one op kind, in "
+        "one stage, replaced by a reduced-precision version of chosen severity. The faulty "
+        "participant is named <participant>!<fault>@<stage> and replaces the clean one; "
+        "ground_truth.json in the run directory records what was injected where and what "
+        "the oracle reported.")
+    inject.add_argument("model", help="zoo model name or path to an .onnx file")
+    fault = inject.add_argument_group("fault")
+    fault.add_argument("--lib", required=True, metavar="PARTICIPANT",
+                       help="participant to fault, e.g. onnxruntime, paddle, tensorflow[xla]")
+    fault.add_argument("--stage", metavar="ANCHOR",
+                       help="anchor key: the fault hits the nodes of the stage producing it")
+    fault.add_argument("--op", default="*",
+                       help="ONNX op type to fault (Conv, Sigmoid, ...); '*' = every node of "
+                       "the stage the fault applies to (default)")
+    fault.add_argument("--fault", required=True, choices=list(kinds), help=kind_help)
+    fault.add_argument("--severity", type=_severity, default=None,
+                       help="fault strength (meaning depends on --fault; default per fault)")
+    fault.add_argument("--list-targets", action="store_true",
+                       help="list the stages and their op counts, then exit")
+    what = inject.add_argument_group("participants and inputs")
+    what.add_argument("--libs", default="all",
+                      help="participants of the run (default all); the faulty one replaces "
+                      "its clean version, or is added")
+    what.add_argument("--images", type=int, default=None, help="bundled photographs (default 2)")
+    what.add_argument("--image", action="append", metavar="PATH", help="an input image file")
+    what.add_argument("--synthetic", type=int, default=0, help="seeded synthetic images")
+    model = inject.add_argument_group("model and anchors")
+    model.add_argument("--granularity", choices=("stage", "layer"), default="stage",
+                       help="anchor plan (default stage)")
+    model.add_argument("--anchors", nargs="+", metavar="NAME", help="anchor module paths")
+    model.add_argument("--weights", metavar="PATH", help="checkpoint to load")
+    model.add_argument("--seed", type=int, default=0, help="seed of generated weights")
+    model.add_argument("--no-isolation", action="store_true", help="skip stage isolation")
+    where = inject.add_argument_group("execution and output")
+    where.add_argument("--out", metavar="DIR",
+                       help="run directory (default runs/<model>-<lib>-<fault>-<stage>)")
+    where.add_argument("--threads", type=int, default=1, help="threads per worker")
+    where.add_argument("--parallel", type=int, default=2, help="workers running at once")
+    where.add_argument("--timeout", type=float, default=None, help="seconds per worker")
+    inject.set_defaults(handler=cmd_inject)
