@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tiny_model import tiny_cnn
 
 
@@ -16,12 +15,18 @@ def tiny_onnx(tmp_path_factory) -> Path:
     return tiny_cnn(tmp_path_factory.mktemp("model") / "tiny.onnx")
 
 
-def anpred(*args: str, env: dict[str, str] | None = None, timeout: float = 600
-           ) -> subprocess.CompletedProcess[str]:
+def anpred(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run the anpred CLI in a subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "anpred", *args], capture_output=True,
-                          text=True, env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "anpred", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
 
 
 def summary(run_dir: Path) -> dict:

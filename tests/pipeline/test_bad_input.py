@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from tiny_model import tiny_cnn
 
 from conftest import anpred
-from tiny_model import tiny_cnn
 
 
 def _one_line_error(proc, needle: str) -> None:
@@ -20,8 +20,10 @@ def test_unknown_model(tmp_path) -> None:
 
 
 def test_unknown_library(tiny_onnx, tmp_path) -> None:
-    _one_line_error(anpred("run", str(tiny_onnx), "--libs", "torch,mxnet",
-                           "--out", str(tmp_path / "o")), "unknown library 'mxnet'")
+    _one_line_error(
+        anpred("run", str(tiny_onnx), "--libs", "torch,mxnet", "--out", str(tmp_path / "o")),
+        "unknown library 'mxnet'",
+    )
 
 
 def test_missing_library(tiny_onnx, tmp_path, monkeypatch, capsys) -> None:
@@ -35,8 +37,10 @@ def test_missing_library(tiny_onnx, tmp_path, monkeypatch, capsys) -> None:
 
 
 def test_unreadable_and_malformed_onnx(tmp_path) -> None:
-    _one_line_error(anpred("run", str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o")),
-                    "does not exist")
+    _one_line_error(
+        anpred("run", str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o")),
+        "does not exist",
+    )
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"this is not protobuf")
     _one_line_error(anpred("run", str(bad), "--out", str(tmp_path / "o2")), "not a valid ONNX")
@@ -44,24 +48,38 @@ def test_unreadable_and_malformed_onnx(tmp_path) -> None:
 
 def test_op_without_translator(tmp_path) -> None:
     model = tiny_cnn(tmp_path / "hardmax.onnx", extra_op="Hardmax")
-    proc = anpred("run", str(model), "--libs", "torch,jax", "--images", "1",
-                  "--out", str(tmp_path / "o"))
+    proc = anpred(
+        "run", str(model), "--libs", "torch,jax", "--images", "1", "--out", str(tmp_path / "o")
+    )
     _one_line_error(proc, "op Hardmax (opset 17, node /tail/Hardmax) has no")
 
 
 def test_image_that_is_not_an_image(tiny_onnx, tmp_path) -> None:
     fake = tmp_path / "cat.jpg"
     fake.write_text("meow")
-    _one_line_error(anpred("run", str(tiny_onnx), "--image", str(fake),
-                           "--out", str(tmp_path / "o")), "not a readable image")
+    _one_line_error(
+        anpred("run", str(tiny_onnx), "--image", str(fake), "--out", str(tmp_path / "o")),
+        "not a readable image",
+    )
 
 
 @pytest.mark.slow
 def test_wrong_weights_file(tmp_path) -> None:
     junk = tmp_path / "w.pt"
     junk.write_bytes(b"\x00junk")
-    _one_line_error(anpred("run", "resnet50", "--weights", str(junk), "--libs", "torch",
-                           "--out", str(tmp_path / "o")), "w.pt")
+    _one_line_error(
+        anpred(
+            "run",
+            "resnet50",
+            "--weights",
+            str(junk),
+            "--libs",
+            "torch",
+            "--out",
+            str(tmp_path / "o"),
+        ),
+        "w.pt",
+    )
 
 
 def test_output_dir_not_writable(tiny_onnx, tmp_path) -> None:

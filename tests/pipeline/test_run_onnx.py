@@ -17,8 +17,16 @@ def test_run_user_onnx_end_to_end(tiny_onnx, tmp_path) -> None:
     proc = anpred("run", str(tiny_onnx), "--libs", LIBS, "--images", "2", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = summary(out)
-    for key in ("model", "participants", "anchors", "findings", "localization",
-                "characterization", "baselines", "noise_floor"):
+    for key in (
+        "model",
+        "participants",
+        "anchors",
+        "findings",
+        "localization",
+        "characterization",
+        "baselines",
+        "noise_floor",
+    ):
         assert key in s
     assert [a["key"] for a in s["anchors"]] == ["r1", "s2", "output"]  # inferred from scopes
     assert {p["participant"] for p in s["participants"]} == {"torch", "onnxruntime", "jax"}
@@ -42,8 +50,15 @@ def test_crash_keeps_others_and_resume_matches_clean_run(tiny_onnx, tmp_path) ->
     clean = tmp_path / "clean"
     assert anpred("run", str(tiny_onnx), "--libs", LIBS, "--out", str(clean)).returncode == 0
     out = tmp_path / "crashy"
-    crashed = anpred("run", str(tiny_onnx), "--libs", LIBS, "--out", str(out),
-                     env={"ANPRED_TEST_FAULT": "jax:crash"})
+    crashed = anpred(
+        "run",
+        str(tiny_onnx),
+        "--libs",
+        LIBS,
+        "--out",
+        str(out),
+        env={"ANPRED_TEST_FAULT": "jax:crash"},
+    )
     assert crashed.returncode == 3, crashed.stderr[-2000:]
     by_name = {p["participant"]: p for p in summary(out)["participants"]}
     assert by_name["jax"]["status"] == "crash" and by_name["jax"]["step"] == "execute"
@@ -57,12 +72,25 @@ def test_crash_keeps_others_and_resume_matches_clean_run(tiny_onnx, tmp_path) ->
         assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True), key
 
 
-@pytest.mark.parametrize(("fault", "status", "code"),
-                         [("hang", "timeout", 3), ("error", "error", 3), ("nan", "non-finite", 1)])
+@pytest.mark.parametrize(
+    ("fault", "status", "code"),
+    [("hang", "timeout", 3), ("error", "error", 3), ("nan", "non-finite", 1)],
+)
 def test_symptoms_are_recorded(tiny_onnx, tmp_path, fault, status, code) -> None:
     out = tmp_path / fault
-    proc = anpred("run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--out", str(out),
-                  "--timeout", "60", "--images", "1", env={"ANPRED_TEST_FAULT": f"onnxruntime:{fault}"})
+    proc = anpred(
+        "run",
+        str(tiny_onnx),
+        "--libs",
+        "torch,onnxruntime",
+        "--out",
+        str(out),
+        "--timeout",
+        "60",
+        "--images",
+        "1",
+        env={"ANPRED_TEST_FAULT": f"onnxruntime:{fault}"},
+    )
     assert proc.returncode == code, proc.stderr[-2000:]
     by_name = {p["participant"]: p for p in summary(out)["participants"]}
     assert by_name["onnxruntime"]["status"] == status
@@ -74,8 +102,13 @@ def test_symptoms_are_recorded(tiny_onnx, tmp_path, fault, status, code) -> None
 
 def test_resume_with_other_settings_is_refused(tiny_onnx, tmp_path) -> None:
     out = tmp_path / "run"
-    assert anpred("run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--images", "1",
-                  "--out", str(out)).returncode == 0
-    proc = anpred("run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--images", "2",
-                  "--out", str(out))
+    assert (
+        anpred(
+            "run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--images", "1", "--out", str(out)
+        ).returncode
+        == 0
+    )
+    proc = anpred(
+        "run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--images", "2", "--out", str(out)
+    )
     assert proc.returncode == 2 and "other settings" in proc.stderr

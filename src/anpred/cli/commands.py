@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from anpred.errors import UsageError
 
@@ -114,13 +115,24 @@ def cmd_libs(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an anchor-level analysis."""
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import run
     from anpred.report.terminal import print_summary
 
+    out = Path(args.out or f"runs/{Path(args.model).stem}")
+    outcome = run(
+        _run_options(args), out, threads=args.threads, parallel=args.parallel, timeout=args.timeout
+    )
+    print_summary(outcome.summary, outcome.run_dir)
+    return outcome.exit_code
+
+
+def _run_options(args: argparse.Namespace) -> Any:
+    """The :class:`~anpred.pipeline.options.RunOptions` of ``run``/``sweep`` flags."""
+    from anpred.pipeline.options import RunOptions
+
     if args.images is not None and args.images < 1:
         raise UsageError("--images must be at least 1")
-    options = RunOptions(
+    return RunOptions(
         model=args.model,
         libs=tuple(args.libs.split(",")),
         images=args.images or 2,
@@ -131,11 +143,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         synthetic=args.synthetic,
         isolation=not args.no_isolation,
+        input_size=getattr(args, "input_size", None),
     )
-    out = Path(args.out or f"runs/{Path(args.model).stem}")
-    outcome = run(options, out, threads=args.threads, parallel=args.parallel, timeout=args.timeout)
-    print_summary(outcome.summary, outcome.run_dir)
-    return outcome.exit_code
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run at several input sizes and fit the error's dependence on size."""
+    from anpred.pipeline.sweep import sweep, sweep_table
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+    out = Path(args.out or f"runs/{Path(args.model).stem}-sweep")
+    result = sweep(
+        _run_options(args),
+        sizes,
+        out,
+        say=_say,
+        threads=args.threads,
+        parallel=args.parallel,
+        timeout=args.timeout,
+    )
+    print(sweep_table(result))
+    print(f"sweep: {out / 'sweep.json'}")
+    return 0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -183,8 +219,33 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         "consensus oracle, localize and characterize errors, run the output-level "
         "baselines, and write the run directory and report.",
     )
-    run.add_argument("model", help="zoo model name (see `anpred models`) or path to an .onnx file")
-    what = run.add_argument_group("participants and inputs")
+    add_run_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+    sweep = sub.add_parser(
+        "sweep",
+        parents=[common],
+        help="run at several input sizes: how errors depend on the input resolution",
+    )
+    add_run_flags(sweep)
+    sweep.add_argument(
+        "--sizes", default="320,480,640", help="comma-separated input sizes (default 320,480,640)"
+    )
+    sweep.set_defaults(handler=cmd_sweep)
+
+    report = sub.add_parser(
+        "report", parents=[common], help="re-render the report of a run directory"
+    )
+    report.add_argument("run_dir", help="a run directory written by `anpred run`")
+    report.set_defaults(handler=cmd_report)
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags ``run`` and ``sweep`` share."""
+    parser.add_argument(
+        "model", help="zoo model name (see `anpred models`) or path to an .onnx file"
+    )
+    what = parser.add_argument_group("participants and inputs")
     what.add_argument(
         "--libs",
         default="all",
@@ -203,7 +264,7 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     what.add_argument(
         "--synthetic", type=int, default=0, help="add N seeded synthetic images (default 0)"
     )
-    model = run.add_argument_group("model and anchors")
+    model = parser.add_argument_group("model and anchors")
     model.add_argument(
         "--granularity",
         choices=("stage", "layer"),
@@ -224,11 +285,18 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     )
     model.add_argument("--seed", type=int, default=0, help="seed of generated weights (default 0)")
     model.add_argument(
+        "--input-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="input side for zoo models (default: the model's own, 640 YOLO / 224 classifiers)",
+    )
+    model.add_argument(
         "--no-isolation",
         action="store_true",
         help="skip stage isolation (introduced error per stage)",
     )
-    where = run.add_argument_group("execution and output")
+    where = parser.add_argument_group("execution and output")
     where.add_argument(
         "--out",
         metavar="DIR",
@@ -245,10 +313,3 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         default=None,
         help="seconds per worker before it counts as hung (default 900 + 120/input)",
     )
-    run.set_defaults(handler=cmd_run)
-
-    report = sub.add_parser(
-        "report", parents=[common], help="re-render the report of a run directory"
-    )
-    report.add_argument("run_dir", help="a run directory written by `anpred run`")
-    report.set_defaults(handler=cmd_report)

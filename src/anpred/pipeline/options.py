@@ -21,6 +21,8 @@ class RunOptions:
         seed: Seed of generated weights and synthetic inputs.
         synthetic: Number of seeded synthetic images added to the inputs.
         isolation: Whether to run stage isolation.
+        input_size: Input side for zoo models (default: the model's own, e.g. 640 for YOLO).
+        extra: Settings of later features (e.g. injected faults), kept in ``run.json``.
     """
 
     model: str
@@ -33,6 +35,7 @@ class RunOptions:
     seed: int = 0
     synthetic: int = 0
     isolation: bool = True
+    input_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

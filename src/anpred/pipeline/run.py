@@ -142,6 +142,7 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
                 "granularity": options.granularity,
                 "weights": options.weights,
                 "seed": options.seed,
+                "input_size": options.input_size,
             }
         )
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
@@ -271,7 +272,9 @@ def run(
         from anpred.zoo.registry import get_model
 
         spec = get_model(options.model)
-        preprocessing, size = spec.preprocessing, spec.input_size
+        preprocessing, size = spec.preprocessing, options.input_size or spec.input_size
+        if size % 32:
+            raise UsageError(f"--input-size must be a multiple of 32, got {size}")
     else:
         from anpred.pipeline.user_onnx import load_onnx
 

@@ -1,0 +1,67 @@
+"""``anpred sweep``: the same analysis at several input sizes (dimension sensitivity).
+
+Each size is a full ``anpred run`` in ``DIR/size-<N>`` (resumable); the sweep then fits,
+per participant and anchor, how the deviation from fp64 changes with the input size
+(slope of log error vs log size, monotonic or not) and writes ``DIR/sweep.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from anpred.errors import UsageError
+from anpred.execution.layout import write_json
+from anpred.localization.sweep import sweep_by_anchor
+from anpred.pipeline.options import RunOptions
+from anpred.pipeline.run import run
+
+Say = Callable[[str], None]
+
+
+def sweep(options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_kwargs: Any
+          ) -> dict[str, Any]:
+    """Run ``options`` at every size and summarise the error's dependence on size."""
+    from anpred.pipeline.run import is_onnx_path
+
+    if is_onnx_path(options.model):
+        raise UsageError("sweep needs a zoo model (an ONNX file has a fixed input size)")
+    if len(sizes) < 2:
+        raise UsageError("--sizes needs at least two sizes, e.g. 320,480,640")
+    out.mkdir(parents=True, exist_ok=True)
+    per_size: dict[int, dict[str, Any]] = {}
+    for size in sizes:
+        say(f"== input size {size}")
+        outcome = run(replace(options, input_size=size), out / f"size-{size}", say=say,
+                      **run_kwargs)
+        per_size[size] = outcome.summary
+    first = per_size[sizes[0]]
+    anchors = [a["key"] for a in first.get("anchors", [])]
+    result: dict[str, Any] = {"model": options.model, "sizes": list(sizes), "participants": {}}
+    for participant in first.get("deviation", {}).get("vs_fp64", {}):
+        errors: dict[str, list[float]] = {}
+        for anchor in anchors:
+            values = [per_size[s]["deviation"]["vs_fp64"].get(participant, {}).get(anchor)
+                      for s in sizes]
+            if all(v is not None for v in values):
+                errors[anchor] = values
+        fits = sweep_by_anchor(list(sizes), errors)
+        result["participants"][participant] = {
+            "errors": errors, "fits": {a: f.to_dict() for a, f in fits.items()}}
+    write_json(out / "sweep.json", result)
+    return result
+
+
+def sweep_table(result: dict[str, Any]) -> str:
+    """Plain-text table: participant × anchor → errors per size and trend."""
+    sizes = result["sizes"]
+    lines = [f"{'participant':<14}{'anchor':<16}" + "".join(f"{s:>11}" for s in sizes)
+             + "  slope   trend"]
+    for participant, data in result["participants"].items():
+        for anchor, values in data["errors"].items():
+            fit = data["fits"][anchor]
+            lines.append(f"{participant:<14}{anchor:<16}" + "".join(f"{v:11.2e}" for v in values)
+                         + f"  {fit['slope']:+.2f}  {fit['trend']}")
+    return "\n".join(lines)
