@@ -2,8 +2,8 @@
 
 For each library, one fresh worker process (never two DL libraries in one process) builds
 the library's runner exactly as ``anpred run`` does (``runner_class(library)(settings)``,
-default configuration, one thread), activates it on the anchored export of the model and
-times, on the same input, after warm-up:
+default configuration, ``anpred run``'s worker environment), activates it on the anchored
+export of the model and times, on the same input, after warm-up:
 
 * ``plain``    — ``runner.infer_plain``: the model with only its final output;
 * ``anchored`` — ``runner.infer``: every anchor exposed and copied out as NumPy arrays;
@@ -15,7 +15,7 @@ drift of the machine hits them alike; each cell is the median over the repetitio
 ratios are taken between medians of the same process. Targets: anchored/plain small,
 isolate/anchored ≤ 1.5×. Run::
 
-    python benchmarks/bench_capture.py            # full: 10 repetitions, 2 warm-up
+    python benchmarks/bench_capture.py            # full: 20 repetitions, 3 warm-up
     python benchmarks/bench_capture.py --quick    # CI smoke: 3 repetitions, 1 warm-up
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -73,6 +74,15 @@ def _measure(job: dict[str, Any]) -> dict[str, Any]:
             "anchor_mb": anchor_bytes / 1e6, "settings": runner.describe_settings()}
 
 
+def _iqr(numerator: list[float], denominator: list[float]) -> str:
+    """Interquartile range of the per-repetition ratios, as ``low–high``."""
+    ratios = [a / b for a, b in zip(numerator, denominator, strict=True)]
+    if len(ratios) < 4:
+        return f"{min(ratios):.2f}–{max(ratios):.2f}"
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return f"{q1:.2f}–{q3:.2f}"
+
+
 def _child(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     print(json.dumps(_measure(job)), flush=True)
@@ -88,17 +98,19 @@ def main() -> int:
     parser.add_argument("--model", default="yolov8n", help="zoo model or .onnx path")
     parser.add_argument("--libs", default="all", help="comma-separated libraries (default all)")
     parser.add_argument("--quick", action="store_true", help="3 repetitions, 1 warm-up")
-    parser.add_argument("--reps", type=int, help="timed repetitions (default 10; quick 3)")
-    parser.add_argument("--warmup", type=int, help="warm-up calls (default 2; quick 1)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    parser.add_argument("--reps", type=int, help="timed repetitions (default 20; quick 3)")
+    parser.add_argument("--warmup", type=int, help="warm-up calls (default 3; quick 1)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="thread variables of the worker environment, as `anpred run "
+                        "--threads` sets them (default 1)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return _child(args.child)
-    reps = args.reps or (3 if args.quick else 10)
-    warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
+    reps = args.reps or (3 if args.quick else 20)
+    warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
     libraries = [lib for lib in DEFAULT_LIBRARIES if is_available(lib)] if args.libs == "all" \
         else args.libs.split(",")
     work = args.work or Path(tempfile.mkdtemp(prefix="anpred-bench-capture-"))
@@ -120,21 +132,26 @@ def main() -> int:
     results = []
     for library in libraries:
         say(f"{library}: {warmup} warm-up + {reps} timed repetitions")
-        results.append(child(library, {"library": library, "settings": {"threads": args.threads},
-                                       "mode": "time"}))
+        # default configuration, as `anpred run` passes it (threads reach it via worker_env)
+        results.append(child(library, {"library": library, "settings": {}, "mode": "time"}))
     rows = []
     for r in results:
-        plain, anchored, isolate = (median_ms(r["seconds"][k])
-                                    for k in ("plain", "anchored", "isolate"))
-        rows.append([r["library"], r["version"], f"{plain:.1f}", f"{anchored:.1f}",
-                     f"{anchored / plain:.3f}", f"{isolate:.1f}", f"{isolate / anchored:.3f}",
-                     f"{r['anchor_mb']:.1f}"])
+        sec = r["seconds"]
+        plain, anchored, isolate = (median_ms(sec[k]) for k in ("plain", "anchored", "isolate"))
+        rows.append([r["library"], r["version"].split("-")[0], f"{plain:.1f}", f"{anchored:.1f}",
+                     f"{anchored / plain:.3f}", _iqr(sec["anchored"], sec["plain"]),
+                     f"{isolate:.1f}", f"{isolate / anchored:.3f}",
+                     _iqr(sec["isolate"], sec["anchored"]), f"{r['anchor_mb']:.1f}"])
     print(f"## Capture overhead — {args.model}, input {workload.input_ids[0]!r}, "
           f"{args.threads} thread(s), median of {reps} after {warmup} warm-up\n")
     print(f"{machine_note()}\n")
     print(markdown_table(["library", "version", "plain ms", "anchored ms", "anchored/plain",
-                          "isolate ms", "isolate/anchored", "anchors MB"], rows))
-    worst = max((float(r[6]) for r in rows), default=float("nan"))
+                          "(IQR)", "isolate ms", "isolate/anchored", "(IQR)", "anchors MB"],
+                         rows))
+    print("\nRatios are between medians; (IQR) is the interquartile range of the same ratio "
+          "taken per repetition (the calls of one repetition run back to back), a measure of "
+          "the noise.")
+    worst = max((float(r[7]) for r in rows), default=float("nan"))
     verdict = "meets" if worst <= ISOLATION_TARGET else "misses"
     print(f"\nStage isolation: worst isolate/anchored {worst:.2f}× ({verdict} the "
           f"≤ {ISOLATION_TARGET}× target).")

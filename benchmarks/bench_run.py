@@ -55,7 +55,7 @@ def _bare(job_path: str) -> int:
     from anpred.backends.base import ModelJob
     from anpred.backends.registry import runner_class
 
-    runner = runner_class(job["library"])({"threads": job["threads"]})
+    runner = runner_class(job["library"])({})  # default configuration, as in `anpred run`
     imported = time.perf_counter()
     runner.activate(ModelJob.from_dict(job["model"]))
     loaded = time.perf_counter()
@@ -76,15 +76,16 @@ def _timed_run(command: list[str], env: dict[str, str], log: Path
     epoch = time.time()
     start = time.perf_counter()
     lines: list[tuple[float, str]] = []
-    with open(log.with_suffix(".stdout"), "w") as stdout:
+    with open(log.with_suffix(".stdout"), "w") as stdout, open(log, "w") as progress:
         proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True,
                                 env=env)
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append((time.perf_counter() - start, line.rstrip()))
+            progress.write(f"{lines[-1][0]:8.2f}s {lines[-1][1]}\n")
+            progress.flush()
         code = proc.wait()
     wall = time.perf_counter() - start
-    log.write_text("\n".join(f"{t:8.2f}s {line}" for t, line in lines))
     if code not in (0, 1):  # 1 = findings, a normal outcome
         tail = "\n".join(line for _, line in lines[-15:])
         raise RuntimeError(f"anpred run exited with {code}:\n{tail}")
@@ -151,8 +152,8 @@ def main() -> int:
     for library in libraries:
         say(f"bare {library}: import, load, plain inference on {images} inputs")
         path = work / f"bare-{library}.json"
-        path.write_text(json.dumps({"library": library, "threads": args.threads,
-                                    "model": workload.job, "inputs": str(workload.inputs),
+        path.write_text(json.dumps({"library": library, "model": workload.job,
+                                    "inputs": str(workload.inputs),
                                     "input_ids": workload.input_ids}))
         result, wall = run_child(SCRIPT, ["--bare", str(path)], env)
         bare.append({**result, "wall_s": wall})

@@ -9,8 +9,14 @@ import sys
 import anpred
 
 DL = ("torch", "tensorflow", "jax", "paddle", "onnxruntime", "openvino")
-WORKER_ONLY = ("anpred.backends.", "anpred.translate.torch", "anpred.translate.tensorflow",
-               "anpred.translate.jax", "anpred.translate.paddle", "anpred.zoo.describe")
+WORKER_ONLY = (
+    "anpred.backends.",
+    "anpred.translate.torch",
+    "anpred.translate.tensorflow",
+    "anpred.translate.jax",
+    "anpred.translate.paddle",
+    "anpred.zoo.describe",
+)
 
 
 def _modules() -> list[str]:
@@ -19,8 +25,7 @@ def _modules() -> list[str]:
 
 
 def test_import_anpred_imports_no_dl_library() -> None:
-    code = ("import anpred, sys; bad=[m for m in %r if m in sys.modules]; "
-            "assert not bad, bad") % (DL,)
+    code = (f"import anpred, sys; bad=[m for m in {DL!r} if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

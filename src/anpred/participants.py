@@ -26,15 +26,46 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 #: The default clean fp32 participants, in display order.
 DEFAULT_LIBRARIES = tuple(LIBRARIES)
 
+#: oneDNN's switch in TensorFlow; read once, when TensorFlow is imported.
+_ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+
 #: Library → configuration name → settings. ``""`` is the default configuration.
+#:
+#: A settings key ``"env"`` holds environment variables the participant's worker process
+#: starts with (settings a library reads at import, such as ``TF_ENABLE_ONEDNN_OPTS``).
+#: What each configuration really does on the machine at hand (bf16 support, fallbacks)
+#: is recorded by the runner's ``describe_settings()`` in the run's results.
 CONFIGURATIONS: dict[str, dict[str, dict[str, Any]]] = {
-    "torch": {"": {}, "fp64": {"dtype": "float64"}},
+    "torch": {
+        "": {},
+        "fp64": {"dtype": "float64"},
+        # torch.compile (inductor) of the module wrapped so that anchors are its outputs.
+        "compile": {"compile": True},
+        # torch.autocast(device_type="cpu", dtype=torch.bfloat16) around every forward.
+        "bf16": {"autocast": "bfloat16"},
+    },
     "onnxruntime": {"": {}, **{f"O{i}": {"optimization": f"O{i}"} for i in range(4)}},
     "openvino": {"": {}, "bf16": {"precision": "bf16"}, "f16": {"precision": "f16"}},
-    "tensorflow": {"": {}, "nchw": {"layout": "NCHW"}, "eager": {"function": False},
-                   "xla": {"jit_compile": True}},
-    "jax": {"": {}, "nojit": {"jit": False}},
-    "paddle": {"": {}},
+    "tensorflow": {
+        "": {},
+        "nchw": {"layout": "NCHW"},
+        "eager": {"function": False},
+        "xla": {"jit_compile": True},
+        "onednn": {"env": {_ONEDNN: "1"}},
+        "onednn-off": {"env": {_ONEDNN: "0"}},
+        # grappler's auto_mixed_precision_onednn_bfloat16 pass; it needs oneDNN on.
+        "bf16": {"mixed_precision": "bfloat16", "env": {_ONEDNN: "1"}},
+    },
+    "jax": {
+        "": {},
+        "nojit": {"jit": False},
+        # Compute dtype bfloat16 (a jmp/flax-style policy): weights and input rounded to
+        # bfloat16, every op computes in it, outputs widened to float32.
+        "bf16": {"dtype": "bfloat16"},
+    },
+    # paddle.amp.auto_cast has no effect on CPU (paddle 3.3.1 says so and leaves
+    # conv2d/matmul in float32), so paddle has no bf16 participant.
+    "paddle": {"": {}, "static": {"static": True}},
 }
 
 #: The fp64 reference participant.
@@ -54,8 +85,16 @@ class Participant:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {"name": self.name, "library": self.library, "config": self.config,
-                "settings": dict(self.settings)}
+        return {
+            "name": self.name,
+            "library": self.library,
+            "config": self.config,
+            "settings": dict(self.settings),
+        }
+
+    def environment(self) -> dict[str, str]:
+        """Return the environment variables this participant's worker must start with."""
+        return {str(k): str(v) for k, v in dict(self.settings.get("env") or {}).items()}
 
 
 def is_available(library: str) -> bool:
@@ -98,6 +137,8 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
     for p in participants:
         if not is_available(p.library):
             _, extra = LIBRARIES[p.library]
-            raise UsageError(f"library '{p.library}' is not installed; "
-                             f"install it with: pip install 'anpred[{extra}]'")
+            raise UsageError(
+                f"library '{p.library}' is not installed; "
+                f"install it with: pip install 'anpred[{extra}]'"
+            )
     return participants

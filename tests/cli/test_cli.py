@@ -17,8 +17,16 @@ def test_help_lists_subcommands_and_exit_codes() -> None:
     for word in ("models", "libs", "run", "report", "exit codes"):
         assert word in proc.stdout
     run_help = _anpred("run", "--help").stdout
-    for flag in ("--libs", "--images", "--image", "--granularity", "--anchors", "--weights",
-                 "--out", "--seed"):
+    for flag in (
+        "--libs",
+        "--images",
+        "--image",
+        "--granularity",
+        "--anchors",
+        "--weights",
+        "--out",
+        "--seed",
+    ):
         assert flag in run_help
 
 

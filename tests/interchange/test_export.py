@@ -27,8 +27,16 @@ from anpred.zoo.weights import load_model  # noqa: E402
 
 EXPORT_REL_L2_TOL = 1e-4
 FAST = {"yolov8n", "resnet50"}
-MODELS = ["yolov8n", "resnet50", "yolov5n", "yolov5s", "yolov8s", "mobilenet_v3_large",
-          "vit_b_16", "convnext_tiny"]
+MODELS = [
+    "yolov8n",
+    "resnet50",
+    "yolov5n",
+    "yolov5s",
+    "yolov8s",
+    "mobilenet_v3_large",
+    "vit_b_16",
+    "convnext_tiny",
+]
 
 
 def _rel_l2(a: np.ndarray, b: np.ndarray) -> float:
@@ -58,16 +66,18 @@ def test_export_validates_and_onnxruntime_matches_torch(name: str) -> None:
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(export.anchored_path), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(export.anchored_path), options, providers=["CPUExecutionProvider"]
+    )
     values = session.run([a.onnx_name for a in export.anchors], {export.input_name: feed})
     for record, value in zip(export.anchors, values, strict=True):
         expected = captured[record.key].numpy()
         assert value.shape == expected.shape == record.shape
         assert _rel_l2(value, expected) < EXPORT_REL_L2_TOL, record.key
 
-    plain = ort.InferenceSession(str(export.plain_path), options,
-                                 providers=["CPUExecutionProvider"])
+    plain = ort.InferenceSession(
+        str(export.plain_path), options, providers=["CPUExecutionProvider"]
+    )
     (plain_out,) = plain.run(None, {export.input_name: feed})
     # Observer effect: exposing anchors must not change the output beyond fp32 noise.
     assert _rel_l2(values[-1], plain_out) < EXPORT_REL_L2_TOL

@@ -31,8 +31,9 @@ def test_ultralytics_checkpoint_loads_with_allowlisted_classes(tmp_path) -> None
     path = tmp_path / "yolo.pt"
     torch.save({"model": model, "epoch": 3}, path)  # the ultralytics checkpoint layout
     loaded, _ = load_model("yolov8n", weights=str(path))
-    for (ka, va), (kb, vb) in zip(model.state_dict().items(), loaded.state_dict().items(),
-                                  strict=True):
+    for (ka, va), (kb, vb) in zip(
+        model.state_dict().items(), loaded.state_dict().items(), strict=True
+    ):
         assert ka == kb and torch.equal(va, vb)
 
 
@@ -56,8 +57,10 @@ def test_seeded_weights_are_deterministic_and_batchnorm_calibrated() -> None:
     a, _ = load_model("resnet50", seed=0)
     b, _ = load_model("resnet50", seed=0)
     c, _ = load_model("resnet50", seed=1)
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(),
-                                                 strict=True))
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
     assert not torch.equal(a.conv1.weight, c.conv1.weight)
     # recalibrated: running statistics are not the defaults (0 mean, unit variance)
     assert float(a.bn1.running_var.mean()) != pytest.approx(1.0, abs=1e-3)

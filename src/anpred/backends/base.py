@@ -59,14 +59,22 @@ class ModelJob:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {"export": self.export.to_dict(), "zoo_model": self.zoo_model,
-                "weights": self.weights, "seed": self.seed}
+        return {
+            "export": self.export.to_dict(),
+            "zoo_model": self.zoo_model,
+            "weights": self.weights,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelJob:
         """Inverse of :meth:`to_dict`."""
-        return cls(AnchoredExport.from_dict(data["export"]), data.get("zoo_model"),
-                   data.get("weights"), int(data.get("seed", 0)))
+        return cls(
+            AnchoredExport.from_dict(data["export"]),
+            data.get("zoo_model"),
+            data.get("weights"),
+            int(data.get("seed", 0)),
+        )
 
 
 @dataclass
@@ -109,8 +117,9 @@ class Runner(ABC):
         self.step = Step.EXECUTE
         start = time.perf_counter()
         capture = self.infer_impl(feed)
-        self._timed("first_inference" if "first_inference" not in self.timings else "inference",
-                    start)
+        self._timed(
+            "first_inference" if "first_inference" not in self.timings else "inference", start
+        )
         self.step = Step.CAPTURE
         return capture
 

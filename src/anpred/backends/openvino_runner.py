@@ -11,6 +11,9 @@ import openvino as ov
 
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
+from anpred.inject.onnx_rewrite import rewrite_model
+from anpred.inject.plan import PlannedFault, plan_fault
+from anpred.inject.spec import SETTINGS_KEY
 from anpred.interchange.isolation import fed_name, isolation_model
 
 
@@ -19,10 +22,15 @@ class OpenVinoRunner(Runner):
     """OpenVINO CPU plugin; settings: ``threads``, ``precision`` (f32 default, bf16/f16).
 
     The precision hint is always set explicitly: on CPUs with bf16 support OpenVINO would
-    otherwise pick bf16 by itself.
+    otherwise pick bf16 by itself. A ``fault`` setting (a
+    :class:`~anpred.inject.spec.FaultSpec` dict) is applied by rewriting the graphs, with
+    bfloat16/float16 round trips emulated in float arithmetic (OpenVINO removes ``Convert``
+    pairs; see :mod:`anpred.inject.onnx_rewrite`).
     """
 
     library = "openvino"
+    #: The planned fault (set at activation), ``None`` for a clean participant.
+    fault: PlannedFault | None = None
 
     def _compile(self, model: Any) -> Any:
         config = {
@@ -32,12 +40,26 @@ class OpenVinoRunner(Runner):
         }
         return self.core.compile_model(model, "CPU", config)
 
+    def _read(self, path: Any) -> Any:
+        """Read a graph of the export, with the fault applied when there is one."""
+        if self.fault is None:
+            return self.core.read_model(str(path))
+        return self.core.read_model(self._graph(path).SerializeToString(), b"")
+
+    def _graph(self, path: Any) -> onnx.ModelProto:
+        model = onnx.load(str(path))
+        if self.fault is None:
+            return model
+        return rewrite_model(model, self.fault.spec, self.fault.nodes, emulate_casts=True,
+                             library=self.library)
+
     def activate_impl(self, job: ModelJob) -> None:
         self.core = ov.Core()
-        model = self.core.read_model(str(job.export.anchored_path))
+        self.fault = plan_fault(self.settings, job.export)
+        model = self._read(job.export.anchored_path)
         self.step = Step.COMPILE
         self.compiled = self._compile(model)
-        self.plain = self._compile(self.core.read_model(str(job.export.plain_path)))
+        self.plain = self._compile(self._read(job.export.plain_path))
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[Any, list[str]] | None = None
 
@@ -58,7 +80,8 @@ class OpenVinoRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:
-            model, consumed = isolation_model(onnx.load(self.job.export.anchored_path), self.names)
+            model, consumed = isolation_model(self._graph(self.job.export.anchored_path),
+                                              self.names)
             ov_model = self.core.read_model(model.SerializeToString(), b"")
             self._isolation = (self._compile(ov_model), consumed)
         compiled, consumed = self._isolation
@@ -71,6 +94,12 @@ class OpenVinoRunner(Runner):
         return ov.get_version()
 
     def describe_settings(self) -> dict[str, Any]:
-        return {"threads": int(self.settings.get("threads", 1)),
-                "precision": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-                if hasattr(self, "compiled") else self.settings.get("precision", "f32")}
+        settings: dict[str, Any] = {
+            "threads": int(self.settings.get("threads", 1)),
+            "precision": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+            if hasattr(self, "compiled")
+            else self.settings.get("precision", "f32"),
+        }
+        if self.fault is not None:  # the ground truth: spec and nodes hit
+            settings[SETTINGS_KEY] = self.fault.record()
+        return settings

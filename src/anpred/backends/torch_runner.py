@@ -1,12 +1,26 @@
-"""PyTorch: the native eager module with anchors captured by forward hooks.
+"""PyTorch: the native module with anchors captured by forward hooks.
 
 For a user's ONNX file (no native module) torch runs the graph through anpred's torch
-translators instead. ``settings={"dtype": "float64"}`` gives the fp64 reference.
+translators instead. Settings: ``dtype`` (``"float64"`` gives the fp64 reference),
+``compile`` (``torch.compile``, inductor), ``autocast`` (``"bfloat16"``:
+``torch.autocast(device_type="cpu", dtype=torch.bfloat16)``), ``threads``, ``env``.
+
+``torch.compile`` and hooks: dynamo does not guard on forward hooks added to a module
+after it was compiled (``torch._dynamo.config.skip_nnmodule_hook_guards`` is ``True`` by
+default), so a recorder attached per call — what eager runs do — silently records nothing
+under compile. The compiled participant therefore compiles modules whose hooks exist
+before compilation: the anchored wrapper of :func:`anpred.interchange.anchored.anchored_module`
+(anchors become graph outputs), a hook-free copy of the model for the plain output, and,
+for stage isolation, a copy whose hooks replace anchor outputs with fed tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -15,13 +29,169 @@ import torch
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.backends.translated import TranslatedProgram
-from anpred.interchange.anchored import AnchorRecorder
-from anpred.zoo.spec import Anchor
+from anpred.errors import UsageError
+from anpred.interchange.anchored import (
+    PlainOutput,
+    anchor_keys,
+    anchored_module,
+    final_output,
+    flatten_tensors,
+)
+from anpred.translate.process_env import check_process_env
+from anpred.zoo.spec import OUTPUT_ANCHOR, Anchor
+
+#: ``autocast`` setting values → the CPU autocast dtype.
+AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
+#: Settings the torch translators (user ONNX files) understand.
+ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env")
+
+
+class _Isolating(torch.nn.Module):
+    """Forward hooks that record every anchor and replace the fed ones (stage isolation).
+
+    ``forward(x, *fed)`` takes the fed anchor values in the order of ``replaced`` and
+    returns ``(final output, *anchor tensors)``; every anchor tensor is the value its
+    module computed (before replacement), so it holds only the error of its own stage.
+    """
+
+    def __init__(self, model: torch.nn.Module, anchors: Sequence[Anchor],
+                 replaced: Sequence[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.anchors = list(anchors)
+        self.replaced = list(replaced)
+        self.slots: dict[str, torch.Tensor] = {}
+        self.records: dict[str, Any] = {}
+        self.keys: list[str] = []
+        modules = dict(model.named_modules())
+        self._handles = [modules[a.module].register_forward_hook(self._hook(a.name))
+                         for a in self.anchors]
+
+    def _hook(self, name: str) -> Any:
+        def replace(_module: Any, _inputs: Any, output: Any) -> Any:
+            self.records[name] = output
+            if isinstance(output, torch.Tensor) and name in self.slots:
+                return self.slots[name]
+            return None
+
+        return replace
+
+    def remove(self) -> None:
+        """Remove the hooks from the model."""
+        for handle in self._handles:
+            handle.remove()
+
+    def forward(self, x: torch.Tensor, *fed: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        self.slots = dict(zip(self.replaced, fed, strict=True))
+        self.records = {}
+        output = final_output(self.model(x))
+        captured: dict[str, Any] = {}
+        for anchor in self.anchors:
+            tensors = flatten_tensors(self.records.get(anchor.name))
+            captured.update(zip(anchor_keys(anchor, len(tensors)), tensors, strict=True))
+        self.keys = [OUTPUT_ANCHOR, *captured]
+        return (output, *captured.values())
+
+
+class NativeExecution:
+    """A torch module run natively: anchored, plain and stage-isolated forwards.
+
+    Args:
+        model: The module, in eval mode and in the compute dtype.
+        anchors: The anchors (those without a module path are skipped; the final output
+            is always captured).
+        dtype: The dtype inputs and fed anchors are converted to.
+        compile: ``torch.compile`` (inductor, static shapes) the three forwards.
+        autocast: ``None`` or ``"bfloat16"`` (``torch.autocast`` on CPU around each call).
+
+    Raises:
+        UsageError: On an unknown autocast dtype, or autocast with a float64 model.
+    """
+
+    def __init__(self, model: torch.nn.Module, anchors: Sequence[Anchor],
+                 dtype: torch.dtype = torch.float32, compile: bool = False,
+                 autocast: str | None = None) -> None:
+        if autocast is not None and autocast not in AUTOCAST_DTYPES:
+            raise UsageError(f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, "
+                             f"not {autocast!r}")
+        if autocast is not None and dtype != torch.float32:
+            raise UsageError("torch autocast needs a float32 model")
+        self.anchors = [a for a in anchors if a.module]
+        self.dtype = dtype
+        self.compiled = compile
+        self.autocast = autocast
+        self.dtypes_seen: Counter[str] = Counter()
+        # Copies first: deepcopy would copy the anchored wrapper's hooks too.
+        self._spare = copy.deepcopy(model) if compile else None
+        plain = copy.deepcopy(model) if compile else model
+        self.model = model
+        self._anchored_module = anchored_module(model, self.anchors)
+        self._anchored = self._wrap(self._anchored_module)
+        self._plain = self._wrap(PlainOutput(plain))
+        self._isolating: tuple[_Isolating, Any] | None = None
+
+    def _wrap(self, module: torch.nn.Module) -> Any:
+        return torch.compile(module, dynamic=False) if self.compiled else module
+
+    def _context(self) -> AbstractContextManager[Any]:
+        return torch.autocast("cpu", dtype=AUTOCAST_DTYPES.get(self.autocast, torch.bfloat16),
+                              enabled=self.autocast is not None)
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.dtype)
+
+    def _numpy(self, tensor: torch.Tensor) -> np.ndarray:
+        tensor = tensor.detach().cpu()
+        self.dtypes_seen[str(tensor.dtype).replace("torch.", "")] += 1
+        if tensor.dtype in (torch.bfloat16, torch.float16):
+            tensor = tensor.to(torch.float32)  # exact
+        return tensor.numpy()
+
+    def _capture(self, keys: Sequence[str], values: Sequence[torch.Tensor]) -> dict[str, Any]:
+        return {k: self._numpy(v) for k, v in zip(keys, values, strict=True)}
+
+    def anchored(self, feed: np.ndarray) -> dict[str, np.ndarray]:
+        """Run with anchors exposed; return {anchor key: array}, final output as ``output``."""
+        with torch.no_grad(), self._context():
+            values = self._anchored(self._tensor(feed))
+        return self._capture(self._anchored_module.keys, values)
+
+    def plain(self, feed: np.ndarray) -> np.ndarray:
+        """Run without anchors; return the final output."""
+        with torch.no_grad(), self._context():
+            return self._numpy(self._plain(self._tensor(feed)))
+
+    def isolated(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Stage isolation: return what every anchor's module computed.
+
+        Every single-tensor anchor named in ``anchors`` replaces its module's output
+        downstream, so each anchor holds only the error its own stage introduces.
+        """
+        replaced = [a.name for a in self.anchors if a.name in anchors]
+        if self.compiled:
+            if self._isolating is None:
+                assert self._spare is not None
+                module = _Isolating(self._spare, self.anchors, replaced)
+                self._isolating = (module, torch.compile(module, dynamic=False))
+            module, run = self._isolating
+            if module.replaced != replaced:
+                raise RuntimeError("stage isolation must feed the same anchors every time")
+        else:
+            module = _Isolating(self.model, self.anchors, replaced)
+            run = module
+        fed = [self._tensor(anchors[name]) for name in replaced]
+        try:
+            with torch.no_grad(), self._context():
+                values = run(self._tensor(feed), *fed)
+        finally:
+            if not self.compiled:
+                module.remove()
+        return self._capture(module.keys, values)
 
 
 @register_runner("torch")
 class TorchRunner(Runner):
-    """Native torch eager execution; settings: ``dtype`` (float32/float64), ``threads``."""
+    """Native torch execution; settings: ``dtype``, ``compile``, ``autocast``, ``threads``."""
 
     library = "torch"
 
@@ -32,85 +202,96 @@ class TorchRunner(Runner):
 
     def activate_impl(self, job: ModelJob) -> None:
         torch.set_num_threads(int(self.settings.get("threads", 1)))
+        self.env = check_process_env("torch", self.settings.get("env"))
         self.program: TranslatedProgram | None = None
+        self.native: NativeExecution | None = None
         if job.zoo_model is None:
             self.step = Step.TRANSLATE
-            self.program = TranslatedProgram("torch", job, self.settings)
+            adapter_settings = {k: self.settings[k] for k in ADAPTER_SETTINGS
+                                if k in self.settings}
+            self.program = TranslatedProgram("torch", job, adapter_settings)
             return
         from anpred.zoo.weights import load_model
 
         model, _ = load_model(job.zoo_model, job.weights, job.seed)
-        self.model = model.to(self.dtype).eval()
         anchors = {}
         for record in job.export.anchors:
             if record.module:
                 anchors[record.anchor] = Anchor(record.anchor, record.module, record.group)
-        self.anchors = list(anchors.values())
+        self.native = NativeExecution(model.to(self.dtype).eval(), list(anchors.values()),
+                                      self.dtype, bool(self.settings.get("compile", False)),
+                                      self.settings.get("autocast"))
+        if self.native.compiled:  # compile now, so that a failure is a compile symptom
+            self.step = Step.COMPILE
+            start = time.perf_counter()
+            warm = np.zeros(job.export.input_shape, dtype=np.float32)
+            self.native.anchored(warm)
+            self.native.plain(warm)
+            self.native.dtypes_seen.clear()
+            self._timed("compile", start)
 
-    def _feed(self, feed: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(feed)).to(self.dtype)
-
-    def _arrays(self, captured: Mapping[str, torch.Tensor]) -> Capture:
+    def _arrays(self, captured: Mapping[str, np.ndarray]) -> Capture:
         keys = [a.key for a in self.job.export.anchors]
         missing = [k for k in keys if k not in captured]
         if missing:
             raise RuntimeError(f"anchors not captured: {missing}")
-        return Capture({k: captured[k].detach().cpu().numpy() for k in keys})
+        return Capture({k: captured[k] for k in keys})
 
     def infer_impl(self, feed: np.ndarray) -> Capture:
         if self.program is not None:
             return self.program.infer(feed)
-        recorder = AnchorRecorder(self.model, self.anchors)
-        try:
-            with torch.no_grad():
-                output = self.model(self._feed(feed))
-            return self._arrays(recorder.captured(output))
-        finally:
-            recorder.remove()
+        assert self.native is not None
+        return self._arrays(self.native.anchored(feed))
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
         if self.program is not None:
             return self.program.infer_plain(feed)
-        from anpred.interchange.anchored import final_output
-
-        with torch.no_grad():
-            return final_output(self.model(self._feed(feed))).cpu().numpy()
+        assert self.native is not None
+        return self.native.plain(feed)
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self.program is not None:
             return self.program.isolate(feed, anchors)
-        modules = dict(self.model.named_modules())
-        captured: dict[str, torch.Tensor] = {}
-        handles = []
-
-        def replace(name: str) -> Any:
-            def hook(_module: Any, _inputs: Any, output: Any) -> Any:
-                if not isinstance(output, torch.Tensor) or name not in anchors:
-                    return None
-                captured[name] = output.detach().clone()
-                return torch.from_numpy(np.ascontiguousarray(anchors[name])).to(self.dtype)
-
-            return hook
-
-        for anchor in self.anchors:
-            handles.append(modules[anchor.module].register_forward_hook(replace(anchor.name)))
-        recorder = AnchorRecorder(self.model, [a for a in self.anchors])
-        try:
-            with torch.no_grad():
-                output = self.model(self._feed(feed))
-            result = recorder.captured(output)
-        finally:
-            for handle in handles:
-                handle.remove()
-            recorder.remove()
-        result.update(captured)
-        return self._arrays(result)
+        assert self.native is not None
+        return self._arrays(self.native.isolated(feed, anchors))
 
     def version(self) -> str:
         return torch.__version__
 
     def describe_settings(self) -> dict[str, Any]:
-        return {"dtype": str(self.dtype).replace("torch.", ""),
-                "threads": torch.get_num_threads(),
-                "execution": "eager (native module)" if self.program is None
-                else "anpred torch translators"}
+        """Settings as run: dtype, threads, how the model executes, compile and autocast.
+
+        ``anchor_dtypes`` counts the dtypes of the tensors captured so far (autocast
+        leaves anchors in bfloat16 where it really computed in bfloat16);
+        ``mkldnn_bf16_supported`` is whether oneDNN has native bf16 instructions here
+        (without them torch still computes in bfloat16, emulated, several times slower).
+        """
+        autocast = self.settings.get("autocast")
+        settings: dict[str, Any] = {
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "threads": torch.get_num_threads(),
+            "compile": bool(self.settings.get("compile", False)),
+            "autocast": autocast,
+            "env": dict(getattr(self, "env", {})),
+        }
+        program = getattr(self, "program", None)
+        if program is None:
+            settings["execution"] = ("torch.compile (inductor) of the anchored module"
+                                     if settings["compile"] else "eager (native module)")
+        else:
+            settings["execution"] = "anpred torch translators"
+            settings.update({k: v for k, v in program.adapter.settings().items()
+                             if k not in settings})
+        if settings["compile"]:
+            settings["compile_backend"] = "inductor"
+            settings["compiled"] = (
+                "the translated graph, traced with make_fx" if program is not None else
+                "anchored wrapper (hooks registered before compile), hook-free plain copy, "
+                "isolation copy")
+        if autocast is not None:
+            settings["autocast_device"] = "cpu"
+            settings["mkldnn_bf16_supported"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        native = getattr(self, "native", None)
+        if native is not None:
+            settings["anchor_dtypes"] = dict(native.dtypes_seen)
+        return settings

@@ -34,8 +34,9 @@ class TranslatedProgram:
         fault: The planned fault, or ``None`` for a clean participant.
     """
 
-    def __init__(self, library: str, job: ModelJob, settings: Mapping[str, Any],
-                 hook: NodeHook | None = None) -> None:
+    def __init__(
+        self, library: str, job: ModelJob, settings: Mapping[str, Any], hook: NodeHook | None = None
+    ) -> None:
         package = importlib.import_module(f"anpred.translate.{library}")
         self.adapter = package.make_adapter(settings_without_fault(settings))
         self.job = job
@@ -46,16 +47,26 @@ class TranslatedProgram:
         self.hook, self.pre_hook = hook, None
         if self.fault is not None and not self._rewrites_graph:
             self._hook_fault(library, self.fault, hook)
-        self.anchored = GraphProgram(self._graph(anchored), self.adapter, outputs=self.names,
-                                     hook=self.hook, pre_hook=self.pre_hook)
-        self.plain = GraphProgram(self._graph(onnx.load(job.export.plain_path)), self.adapter,
-                                  hook=self.hook, pre_hook=self.pre_hook)
+        self.anchored = GraphProgram(
+            self._graph(anchored),
+            self.adapter,
+            outputs=self.names,
+            hook=self.hook,
+            pre_hook=self.pre_hook,
+        )
+        self.plain = GraphProgram(
+            self._graph(onnx.load(job.export.plain_path)),
+            self.adapter,
+            hook=self.hook,
+            pre_hook=self.pre_hook,
+        )
         self._isolation: tuple[GraphProgram, list[str]] | None = None
 
     @property
     def _rewrites_graph(self) -> bool:
         return self.fault is not None and fault_kind(self.fault.spec.kind).target is (
-            Target.ATTRIBUTE)
+            Target.ATTRIBUTE
+        )
 
     def _graph(self, model: onnx.ModelProto) -> onnx.ModelProto:
         """The graph to translate: ``model``, rewritten for an attribute fault."""
@@ -106,8 +117,14 @@ class TranslatedProgram:
             anchored = self._graph(onnx.load(export.anchored_path))
             model, consumed = isolation_model(anchored, self.names)
             feeds = [export.input_name, *(fed_name(n) for n in consumed)]
-            program = GraphProgram(model, self.adapter, outputs=self.names, feeds=feeds,
-                                   hook=self.hook, pre_hook=self.pre_hook)
+            program = GraphProgram(
+                model,
+                self.adapter,
+                outputs=self.names,
+                feeds=feeds,
+                hook=self.hook,
+                pre_hook=self.pre_hook,
+            )
             self._isolation = (program, consumed)
         program, consumed = self._isolation
         by_name = {a.onnx_name: a.key for a in export.anchors}

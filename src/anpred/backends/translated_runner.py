@@ -14,8 +14,12 @@ from anpred.backends.translated import TranslatedProgram
 from anpred.inject.spec import SETTINGS_KEY
 
 #: Distribution name of each library, for its version.
-DISTRIBUTIONS = {"tensorflow": "tensorflow-cpu", "jax": "jax", "paddle": "paddlepaddle",
-                 "torch": "torch"}
+DISTRIBUTIONS = {
+    "tensorflow": "tensorflow-cpu",
+    "jax": "jax",
+    "paddle": "paddlepaddle",
+    "torch": "torch",
+}
 
 
 class TranslatedRunner(Runner):
@@ -23,8 +27,9 @@ class TranslatedRunner(Runner):
 
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.TRANSLATE
-        self.program = TranslatedProgram(self.library, job, self.settings,
-                                         hook=self.settings.get("_hook"))
+        self.program = TranslatedProgram(
+            self.library, job, self.settings, hook=self.settings.get("_hook")
+        )
         self.step = Step.COMPILE
 
     def infer_impl(self, feed: np.ndarray) -> Capture:

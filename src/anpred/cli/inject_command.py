@@ -8,11 +8,16 @@ usual results, so that detection and localization can be scored against the trut
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
+
+if TYPE_CHECKING:
+    from anpred.pipeline.options import RunOptions
 
 
 def _say(message: str) -> None:
@@ -27,19 +32,15 @@ def _severity(text: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
-def _options(args: argparse.Namespace, faults: dict[str, dict[str, object]] | None):  # noqa: ANN202
+def _options(args: argparse.Namespace, faults: dict[str, dict[str, Any]] | None) -> RunOptions:
+    """The run's options: ``anpred run``'s flags, plus the faults in ``extra``."""
+    from anpred.cli.commands import _run_options
     from anpred.inject.participants import EXTRA_KEY
-    from anpred.pipeline.options import RunOptions
 
-    if args.images is not None and args.images < 1:
-        raise UsageError("--images must be at least 1")
-    return RunOptions(
-        model=args.model, libs=tuple(args.libs.split(",")), images=args.images or 2,
-        image_paths=tuple(args.image or ()), granularity=args.granularity,
-        anchors=tuple(args.anchors or ()), weights=args.weights, seed=args.seed,
-        synthetic=args.synthetic, isolation=not args.no_isolation,
-        extra={EXTRA_KEY: faults} if faults else {},
-    )
+    options = _run_options(args)
+    if not faults:
+        return options
+    return dataclasses.replace(options, extra={**options.extra, EXTRA_KEY: faults})
 
 
 def _list_targets(args: argparse.Namespace) -> int:
@@ -75,8 +76,10 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
     if args.list_targets:
         return _list_targets(args)
-    if args.stage is None:
-        raise UsageError("--stage is required (see --list-targets for the stages)")
+    missing = [flag for flag, value in (("--lib", args.lib), ("--stage", args.stage),
+                                        ("--fault", args.fault)) if value is None]
+    if missing:
+        raise UsageError(f"{', '.join(missing)} required (--list-targets lists the stages)")
     kind = fault_kind(args.fault)
     severity = kind.default_severity if args.severity is None else args.severity
     spec = FaultSpec.from_dict({"stage": args.stage, "op": args.op, "kind": kind.name,
@@ -112,52 +115,36 @@ def cmd_inject(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def add_inject_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``anpred inject``."""
+def add_inject_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+                      common: argparse.ArgumentParser | None = None) -> None:
+    """Register ``anpred inject`` (``common``: the parent parser every subcommand shares)."""
+    from anpred.cli.commands import add_run_flags
     from anpred.inject.spec import fault_kinds
 
     kinds = fault_kinds()
     kind_help = "; ".join(f"{k.name}: {k.summary} (severity: {k.severity_doc}; default "
                           f"{k.default_severity})" for k in kinds.values())
     inject = sub.add_parser(
-        "inject", help="run an analysis with a known fault injected into one participant",
+        "inject", parents=[common] if common is not None else [],
+        help="run an analysis with a known fault injected into one participant",
         description="Run `anpred run` with one participant carrying a fault: one op kind, in "
         "one stage, replaced by a reduced-precision version of chosen severity. The faulty "
-        "participant is named <participant>!<fault>@<stage> and replaces the clean one; "
-        "ground_truth.json in the run directory records what was injected where and what "
-        "the oracle reported.")
-    inject.add_argument("model", help="zoo model name or path to an .onnx file")
+        "participant is named <participant>!<fault>@<stage> and replaces the clean one in "
+        "--libs (or is added); ground_truth.json in the run directory records what was "
+        "injected where and what the oracle reported.")
     fault = inject.add_argument_group("fault")
-    fault.add_argument("--lib", required=True, metavar="PARTICIPANT",
+    fault.add_argument("--lib", metavar="PARTICIPANT",
                        help="participant to fault, e.g. onnxruntime, paddle, tensorflow[xla]")
     fault.add_argument("--stage", metavar="ANCHOR",
-                       help="anchor key: the fault hits the nodes of the stage producing it")
+                       help="anchor key: the fault hits the nodes of the stage producing it "
+                       "(see --list-targets)")
     fault.add_argument("--op", default="*",
                        help="ONNX op type to fault (Conv, Sigmoid, ...); '*' = every node of "
                        "the stage the fault applies to (default)")
-    fault.add_argument("--fault", required=True, choices=list(kinds), help=kind_help)
+    fault.add_argument("--fault", choices=list(kinds), help=kind_help)
     fault.add_argument("--severity", type=_severity, default=None,
                        help="fault strength (meaning depends on --fault; default per fault)")
     fault.add_argument("--list-targets", action="store_true",
                        help="list the stages and their op counts, then exit")
-    what = inject.add_argument_group("participants and inputs")
-    what.add_argument("--libs", default="all",
-                      help="participants of the run (default all); the faulty one replaces "
-                      "its clean version, or is added")
-    what.add_argument("--images", type=int, default=None, help="bundled photographs (default 2)")
-    what.add_argument("--image", action="append", metavar="PATH", help="an input image file")
-    what.add_argument("--synthetic", type=int, default=0, help="seeded synthetic images")
-    model = inject.add_argument_group("model and anchors")
-    model.add_argument("--granularity", choices=("stage", "layer"), default="stage",
-                       help="anchor plan (default stage)")
-    model.add_argument("--anchors", nargs="+", metavar="NAME", help="anchor module paths")
-    model.add_argument("--weights", metavar="PATH", help="checkpoint to load")
-    model.add_argument("--seed", type=int, default=0, help="seed of generated weights")
-    model.add_argument("--no-isolation", action="store_true", help="skip stage isolation")
-    where = inject.add_argument_group("execution and output")
-    where.add_argument("--out", metavar="DIR",
-                       help="run directory (default runs/<model>-<lib>-<fault>-<stage>)")
-    where.add_argument("--threads", type=int, default=1, help="threads per worker")
-    where.add_argument("--parallel", type=int, default=2, help="workers running at once")
-    where.add_argument("--timeout", type=float, default=None, help="seconds per worker")
+    add_run_flags(inject)
     inject.set_defaults(handler=cmd_inject)

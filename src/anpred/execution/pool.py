@@ -57,8 +57,12 @@ class WorkerResult:
 def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of a worker: the caller's, with thread counts and quiet libraries."""
     env = dict(os.environ)
-    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "TF_NUM_INTRAOP_THREADS"):
+    for key in (
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "TF_NUM_INTRAOP_THREADS",
+    ):
         env[key] = str(threads)
     env.setdefault("TF_NUM_INTEROP_THREADS", "1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -70,9 +74,26 @@ def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str
     return env
 
 
+def participant_env(participant: Participant, threads: int,
+                    extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of ``participant``'s worker: :func:`worker_env` plus its own variables.
+
+    A participant's ``settings["env"]`` (e.g. ``TF_ENABLE_ONEDNN_OPTS=0``) is applied last,
+    so it wins over the caller's environment and ``extra``: libraries read such variables
+    once, at import, which is why they must be set before the worker starts.
+    """
+    return worker_env(threads, {**(extra or {}), **participant.environment()})
+
+
 class _Running:
-    def __init__(self, participant: Participant, folder: Path, process: subprocess.Popen[bytes],
-                 deadline: float, log: Any) -> None:
+    def __init__(
+        self,
+        participant: Participant,
+        folder: Path,
+        process: subprocess.Popen[bytes],
+        deadline: float,
+        log: Any,
+    ) -> None:
         self.participant = participant
         self.folder = folder
         self.process = process
@@ -99,11 +120,16 @@ def _result(running: _Running, timed_out: bool, n_inputs: int) -> WorkerResult:
     else:
         state, message = status.get("state", "error"), status.get("message", "")
     return WorkerResult(
-        participant=p.name, library=p.library, status=state,
+        participant=p.name,
+        library=p.library,
+        status=state,
         step=status.get("step", "load") if state != "ok" else "done",
-        message=message, version=status.get("version", ""),
-        settings=status.get("settings", dict(p.settings)), timings=status.get("timings", {}),
-        returncode=code, inputs_done=min(_count_done(running.folder), n_inputs),
+        message=message,
+        version=status.get("version", ""),
+        settings=status.get("settings", dict(p.settings)),
+        timings=status.get("timings", {}),
+        returncode=code,
+        inputs_done=min(_count_done(running.folder), n_inputs),
         usage_error=bool(status.get("usage_error")) and state == "error",
     )
 
@@ -132,7 +158,8 @@ def run_workers(
         isolation_source: Capture folder of the fp64 reference, to enable stage isolation.
         timeout: Seconds per worker (default: start allowance + per-input allowance).
         progress: Called with (participant, message) as work advances.
-        env: Extra environment variables for every worker.
+        env: Extra environment variables for every worker (a participant's own
+            ``settings["env"]`` wins over them).
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     pending = list(participants)
@@ -145,13 +172,22 @@ def run_workers(
             folder = participant_dir(run_dir, p.name)
             folder.mkdir(parents=True, exist_ok=True)
             job_file = folder / "job.json"
-            write_json(job_file, {**job, "participant": p.to_dict(), "out": str(folder),
-                                  "input_ids": list(input_ids),
-                                  "isolation_source": str(isolation_source or "") or None})
+            write_json(
+                job_file,
+                {
+                    **job,
+                    "participant": p.to_dict(),
+                    "out": str(folder),
+                    "input_ids": list(input_ids),
+                    "isolation_source": str(isolation_source or "") or None,
+                },
+            )
             log = open(folder / "worker.log", "ab")  # noqa: SIM115 - closed when it ends
             process = subprocess.Popen(
                 [sys.executable, "-m", "anpred.execution.worker", str(job_file)],
-                stdout=log, stderr=subprocess.STDOUT, env=worker_env(threads, env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=participant_env(p, threads, env),
             )
             running.append(_Running(p, folder, process, time.monotonic() + limit, log))
             notify(p.name, "started")
@@ -170,6 +206,9 @@ def run_workers(
                 result = _result(item, timed_out, len(input_ids))
                 results[item.participant.name] = result
                 running.remove(item)
-                notify(item.participant.name, f"{result.status}"
-                       + (f" at {result.step}: {result.message}" if result.status != "ok" else ""))
+                notify(
+                    item.participant.name,
+                    f"{result.status}"
+                    + (f" at {result.step}: {result.message}" if result.status != "ok" else ""),
+                )
     return results

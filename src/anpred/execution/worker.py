@@ -42,13 +42,19 @@ def _test_fault(participant: str) -> str | None:
 def _observer(anchored: np.ndarray, plain: np.ndarray) -> dict[str, Any]:
     same_shape = anchored.shape == plain.shape
     diff = float(np.max(np.abs(anchored.astype(np.float64) - plain))) if same_shape else None
-    return {"identical": bool(same_shape and np.array_equal(anchored, plain)),
-            "max_abs_diff": diff, "shape_match": same_shape}
+    return {
+        "identical": bool(same_shape and np.array_equal(anchored, plain)),
+        "max_abs_diff": diff,
+        "shape_match": same_shape,
+    }
 
 
 def _nonfinite(arrays: dict[str, np.ndarray]) -> list[str]:
-    return [k for k, v in arrays.items() if np.issubdtype(v.dtype, np.floating)
-            and not np.all(np.isfinite(v))]
+    return [
+        k
+        for k, v in arrays.items()
+        if np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v))
+    ]
 
 
 class Worker:
@@ -58,8 +64,12 @@ class Worker:
         self.job = read_json(job_path)
         self.out = Path(self.job["out"])
         self.out.mkdir(parents=True, exist_ok=True)
-        self.status: dict[str, Any] = {"state": "running", "step": "load", "pid": os.getpid(),
-                                       "participant": self.job["participant"]["name"]}
+        self.status: dict[str, Any] = {
+            "state": "running",
+            "step": "load",
+            "pid": os.getpid(),
+            "participant": self.job["participant"]["name"],
+        }
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json``."""
@@ -73,10 +83,13 @@ class Worker:
         try:
             return self._run(start)
         except Exception as err:  # a library error is a symptom, recorded, not a crash
-            self.update(state="error", message=f"{err.__class__.__name__}: {err}"[:2000],
-                        error_type=err.__class__.__name__,
-                        usage_error=isinstance(err, AnpredError),
-                        traceback=traceback.format_exc()[-4000:])
+            self.update(
+                state="error",
+                message=f"{err.__class__.__name__}: {err}"[:2000],
+                error_type=err.__class__.__name__,
+                usage_error=isinstance(err, AnpredError),
+                traceback=traceback.format_exc()[-4000:],
+            )
             return 1
 
     def _run(self, start: float) -> int:
@@ -89,9 +102,12 @@ class Worker:
         self.update(step="load", timings={"import": round(time.perf_counter() - start, 4)})
         job = ModelJob.from_dict(self.job["model"])
         runner.activate(job)
-        self.update(step=runner.step.value, version=runner.version(),
-                    settings=runner.describe_settings(),
-                    timings={"import": self.status["timings"]["import"], **runner.timings})
+        self.update(
+            step=runner.step.value,
+            version=runner.version(),
+            settings=runner.describe_settings(),
+            timings={"import": self.status["timings"]["import"], **runner.timings},
+        )
         with np.load(self.job["inputs"]) as data:
             feeds = {key: data[key] for key in data.files}
         nonfinite_any = False
@@ -111,20 +127,27 @@ class Worker:
                 self.update(step="capture")
                 bad = _nonfinite(capture.arrays)
                 nonfinite_any |= bool(bad)
-                write_arrays(self.out / f"{input_id}.capture.npz",
-                             {**capture.arrays, PLAIN_KEY: plain})
-                write_json(self.out / f"{input_id}.capture.json", {
-                    "layouts": capture.layouts,
-                    "observer": _observer(capture.arrays["output"], plain),
-                    "nonfinite": bad,
-                    "timings": dict(runner.timings),
-                })
+                write_arrays(
+                    self.out / f"{input_id}.capture.npz", {**capture.arrays, PLAIN_KEY: plain}
+                )
+                write_json(
+                    self.out / f"{input_id}.capture.json",
+                    {
+                        "layouts": capture.layouts,
+                        "observer": _observer(capture.arrays["output"], plain),
+                        "nonfinite": bad,
+                        "timings": dict(runner.timings),
+                    },
+                )
             elif read_json(self.out / f"{input_id}.capture.json")["nonfinite"]:
                 nonfinite_any = True
             self._isolate(runner, feeds[input_id], input_id)
-        self.update(state="non-finite" if nonfinite_any else "ok", step="done",
-                    timings={**self.status["timings"], **runner.timings},
-                    settings=runner.describe_settings())
+        self.update(
+            state="non-finite" if nonfinite_any else "ok",
+            step="done",
+            timings={**self.status["timings"], **runner.timings},
+            settings=runner.describe_settings(),
+        )
         return 0
 
     def _isolate(self, runner: Any, feed: np.ndarray, input_id: str) -> None:

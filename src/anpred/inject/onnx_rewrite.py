@@ -10,12 +10,15 @@ Two ONNX operations the fault kinds need have no direct equivalent here:
 * ``truncate_mantissa`` has no bit cast before opset 26, so it is computed exactly with
   float arithmetic: the power of two of ``|x|`` comes from Veltkamp's splitting (rounding
   ``|x|`` to one significant bit), then ``floor(|x| / ulp) * ulp``. Same result as masking
-  the bits for every ``|x| <= 2**100`` (larger values and inf/nan pass unchanged).
+  the bits for ``2**-100 <= |x| <= 2**100``; other values (zeros, tiny and huge values,
+  inf, nan) pass unchanged.
 * round trips through bfloat16/float16 are ``Cast`` pairs, except for OpenVINO, whose
   graph transformations remove a ``Convert`` pair (measured with OpenVINO 2026.4: the
-  output was bit-identical to the input). There (``emulate_casts=True``) the rounding is
-  computed with Veltkamp's splitting too (round to nearest, exactly as the cast for
-  ``|x| <= 2**100``), plus float16's subnormal grid and its overflow to infinity.
+  output was bit-identical to the input; it also folds ``(x + c) - c``). There
+  (``emulate_casts=True``) the rounding is computed with Veltkamp's splitting too (round
+  to nearest even, as the cast, for ``2**-100 <= |x| <= 2**100``, other values pass
+  unchanged), plus, for float16, ``Round`` on its subnormal grid and the overflow to
+  infinity: float16 is then exact for every value.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ from anpred.inject.stages import node_key
 #: Significant bits (implicit bit included) of each reduced format.
 _SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
 _CAST_TO = {"bfloat16": TensorProto.BFLOAT16, "float16": TensorProto.FLOAT16}
-#: Above this magnitude Veltkamp's splitting could overflow; such values pass unchanged.
-_SPLIT_LIMIT = 2.0**100
-#: float16: smallest normal, largest finite, and where rounding reaches infinity.
+#: Magnitudes the arithmetic emulations handle exactly; others pass unchanged (above, the
+#: splitting could overflow; below, OpenVINO flushes the subnormal intermediates to zero).
+_SPLIT_RANGE = (2.0**-100, 2.0**100)
+#: float16's smallest normal (below it, its grid is 2**-24), and the largest float32 that
+#: rounds to a finite float16 (from 65520 on, float16 rounding gives infinity).
 _F16_MIN_NORMAL = 2.0**-14
-_F16_OVERFLOW = 65520.0
+_F16_FINITE = float(np.nextafter(np.float32(65520.0), np.float32(0.0)))
 
 
 class OnnxFaultMath(FaultMath):
@@ -89,33 +94,40 @@ class OnnxFaultMath(FaultMath):
         big = self.op("Mul", x, self.const(2.0 ** (24 - keep_bits) + 1.0))
         return self.op("Sub", big, self.op("Sub", big, x))
 
-    def _if_small(self, x: str, small: str, limit: float, otherwise: str) -> str:
-        test = self.op("Less", self.op("Abs", x), self.const(limit), float_out=False)
-        return self.op("Where", test, small, otherwise)
+    def _where_magnitude(self, x: str, low: float, high: float, inside: str,
+                         outside: str) -> str:
+        """``inside`` where ``low <= |x| <= high``, else ``outside``."""
+        magnitude = self.op("Abs", x)
+        test = self.op("And",
+                       self.op("GreaterOrEqual", magnitude, self.const(low), float_out=False),
+                       self.op("LessOrEqual", magnitude, self.const(high), float_out=False),
+                       float_out=False)
+        return self.op("Where", test, inside, outside)
 
     def round_trip(self, x: Any, dtype: str) -> Any:
         if not self.emulate_casts:
             return self.op("Cast", self.op("Cast", x, to=_CAST_TO[dtype]), to=TensorProto.FLOAT)
-        rounded = self._if_small(x, self._split(x, _SIGNIFICANT_BITS[dtype]), _SPLIT_LIMIT, x)
+        rounded = self._where_magnitude(x, _SPLIT_RANGE[0], _SPLIT_RANGE[1],
+                                        self._split(x, _SIGNIFICANT_BITS[dtype]), x)
         if dtype != "float16":
             return rounded
-        half = self.const(0.75)  # in [0.5, 1) float32's spacing is 2**-24: float16's subnormal grid
-        subnormal = self.op("Sub", self.op("Add", x, half), half)
-        rounded = self._if_small(x, subnormal, _F16_MIN_NORMAL, rounded)
+        # float16 subnormals: multiples of 2**-24, rounded half to even by Round.
+        grid = self.const(2.0**-24)
+        subnormal = self.op("Mul", self.op("Round", self.op("Div", x, grid)), grid)
+        rounded = self._where_magnitude(x, 0.0, _F16_MIN_NORMAL, subnormal, rounded)
         overflow = self.op("Mul", x, self.const(np.inf))
-        return self._if_small(rounded, rounded, _F16_OVERFLOW, overflow)
+        return self._where_magnitude(x, 0.0, _F16_FINITE, rounded, overflow)
 
     def truncate_mantissa(self, x: Any, bits: int) -> Any:
         magnitude = self.op("Abs", x)
         nearest = self._split(magnitude, 1)  # |x| rounded to a power of two
         above = self.op("Greater", nearest, magnitude, float_out=False)
         power = self.op("Where", above, self.op("Mul", nearest, self.const(0.5)), nearest)
-        ulp = self.op("Max", self.op("Mul", power, self.const(2.0**-bits)),
-                      self.const(2.0 ** (-126 - bits)))  # subnormals: the bit pattern's grid
+        ulp = self.op("Mul", power, self.const(2.0**-bits))
         kept = self.op("Mul", self.op("Floor", self.op("Div", magnitude, ulp)), ulp)
         negative = self.op("Less", x, self.const(0.0), float_out=False)
         signed = self.op("Where", negative, self.op("Neg", kept), kept)
-        return self._if_small(x, signed, _SPLIT_LIMIT, x)
+        return self._where_magnitude(x, _SPLIT_RANGE[0], _SPLIT_RANGE[1], signed, x)
 
     def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
                       slopes: np.ndarray) -> Any:

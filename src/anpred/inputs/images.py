@@ -117,11 +117,15 @@ def read_image(path: str | os.PathLike[str], image_id: str | None = None) -> Inp
         with Image.open(path) as img:
             pixels = np.asarray(img.convert("RGB"))
     except Exception as err:  # PIL raises several types; some packages patch Image.open
-        raise UsageError(f"{str(path)!r} is not a readable image ({err.__class__.__name__})") from None
+        raise UsageError(
+            f"{str(path)!r} is not a readable image ({err.__class__.__name__})"
+        ) from None
     return InputImage(image_id or path.stem, pixels, str(path))
 
 
-def synthetic_images(count: int, seed: int, height: int = 480, width: int = 640) -> list[InputImage]:
+def synthetic_images(
+    count: int, seed: int, height: int = 480, width: int = 640
+) -> list[InputImage]:
     """Return ``count`` seeded random RGB images (smooth noise, like a blurred scene)."""
     images = []
     for index in range(count):

@@ -35,7 +35,7 @@ def letterbox(pixels: np.ndarray, size: int = 640, fill: int = 114) -> np.ndarra
 
 
 def imagenet(pixels: np.ndarray, size: int = 224, resize: int | None = None) -> np.ndarray:
-    """torchvision classification preset: resize short side, centre-crop, normalise.
+    """Torchvision classification preset: resize short side, centre-crop, normalise.
 
     Returns:
         ``1 x 3 x size x size`` float32 array normalised with ImageNet mean/std.

@@ -91,12 +91,23 @@ class AnchoredExport:
         )
 
 
-def export_key(model_id: str, weights_id: str, anchors: Sequence[Anchor], opset: int,
-               input_shape: Sequence[int]) -> str:
+def export_key(
+    model_id: str,
+    weights_id: str,
+    anchors: Sequence[Anchor],
+    opset: int,
+    input_shape: Sequence[int],
+) -> str:
     """Cache key of an export."""
     blob = json.dumps(
-        [EXPORT_VERSION, model_id, weights_id, [a.to_dict() for a in anchors], opset,
-         list(input_shape)],
+        [
+            EXPORT_VERSION,
+            model_id,
+            weights_id,
+            [a.to_dict() for a in anchors],
+            opset,
+            list(input_shape),
+        ],
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -134,12 +145,23 @@ def export_anchored(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            wrapper, (example,), str(tmp), dynamo=False, opset_version=opset,
-            input_names=[INPUT_NAME], output_names=names, do_constant_folding=True,
+            wrapper,
+            (example,),
+            str(tmp),
+            dynamo=False,
+            opset_version=opset,
+            input_names=[INPUT_NAME],
+            output_names=names,
+            do_constant_folding=True,
         )
         torch.onnx.export(
-            PlainOutput(model).eval(), (example,), str(plain_tmp), dynamo=False,
-            opset_version=opset, input_names=[INPUT_NAME], output_names=[names[0]],
+            PlainOutput(model).eval(),
+            (example,),
+            str(plain_tmp),
+            dynamo=False,
+            opset_version=opset,
+            input_names=[INPUT_NAME],
+            output_names=[names[0]],
             do_constant_folding=True,
         )
     from anpred.interchange.static_shapes import annotate_static_shapes
@@ -152,11 +174,13 @@ def export_anchored(
     by_name = {a.name: a for a in anchors}
     order = [a.name for a in anchors]
     records = []
-    for key, onnx_name in sorted(zip(keys, names, strict=True),
-                                 key=lambda kn: _order_key(order, kn[0])):
+    for key, onnx_name in sorted(
+        zip(keys, names, strict=True), key=lambda kn: _order_key(order, kn[0])
+    ):
         anchor = by_name.get(key.split(":")[0], Anchor(OUTPUT_ANCHOR, "", "head"))
-        records.append(AnchorOutput(key, anchor.name, anchor.module, anchor.group, onnx_name,
-                                    shapes[key]))
+        records.append(
+            AnchorOutput(key, anchor.name, anchor.module, anchor.group, onnx_name, shapes[key])
+        )
     export = AnchoredExport(folder, INPUT_NAME, tuple(input_shape), opset, tuple(records))
     (folder / "export.json").write_text(json.dumps(export.to_dict(), indent=1))
     return export
@@ -202,8 +226,9 @@ def export_zoo_model(
         raise
 
 
-def plan_anchors(model: Any, plan: Any, granularity: str, anchor_modules: Sequence[str]
-                 ) -> list[Anchor]:
+def plan_anchors(
+    model: Any, plan: Any, granularity: str, anchor_modules: Sequence[str]
+) -> list[Anchor]:
     """The anchors of a run: the user's module paths, else the model's plan."""
     from anpred.errors import UsageError
     from anpred.zoo.spec import GRANULARITIES

@@ -22,7 +22,9 @@ def fed_name(onnx_name: str) -> str:
     return onnx_name + FED_SUFFIX
 
 
-def isolation_model(model: onnx.ModelProto, anchor_names: Sequence[str]) -> tuple[onnx.ModelProto, list[str]]:
+def isolation_model(
+    model: onnx.ModelProto, anchor_names: Sequence[str]
+) -> tuple[onnx.ModelProto, list[str]]:
     """Return the isolation graph of ``model`` and the anchor names it takes as inputs.
 
     Args:

@@ -13,9 +13,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-_DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
-           onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT64: np.int64,
-           onnx.TensorProto.INT32: np.int32}
+_DTYPES = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.INT64: np.int64,
+    onnx.TensorProto.INT32: np.int32,
+}
 
 
 def _static(vi: onnx.ValueInfoProto) -> bool:
@@ -56,8 +60,9 @@ def annotate_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    session = ort.InferenceSession(probe.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     values = session.run(missing, feeds)
     result = onnx.ModelProto()
     result.CopyFrom(inferred)

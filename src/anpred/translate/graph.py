@@ -80,7 +80,9 @@ def _elem_type(vi: onnx.ValueInfoProto | None) -> int | None:
     return int(vi.type.tensor_type.elem_type)
 
 
-def _fold(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
+def _fold(
+    node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: int
+) -> list[np.ndarray]:
     """Evaluate one node on static inputs with the ONNX reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
@@ -138,9 +140,11 @@ class GraphProgram:
         infos = _value_info(inferred)
         graph = model.graph
         initializer_names = {init.name for init in graph.initializer}
-        self.feeds = list(feeds) if feeds is not None else [
-            vi.name for vi in graph.input if vi.name not in initializer_names
-        ]
+        self.feeds = (
+            list(feeds)
+            if feeds is not None
+            else [vi.name for vi in graph.input if vi.name not in initializer_names]
+        )
         self.outputs = list(outputs) if outputs is not None else [o.name for o in graph.output]
         static: dict[str, np.ndarray] = {
             init.name: numpy_helper.to_array(init)

@@ -46,7 +46,9 @@ def children_anchors(model: Any, container: str, group: str) -> list[Anchor]:
     modules = dict(model.named_modules())
     parent = modules[container] if container else model
     prefix = f"{container}." if container else ""
-    return [Anchor(f"{prefix}{name}", f"{prefix}{name}", group) for name, _ in parent.named_children()]
+    return [
+        Anchor(f"{prefix}{name}", f"{prefix}{name}", group) for name, _ in parent.named_children()
+    ]
 
 
 def with_output(anchors: list[Anchor], group: str = "head") -> list[Anchor]:

@@ -95,7 +95,9 @@ def _safe_load(path: Path) -> Any:
             raise WeightsError(
                 f"{str(path)!r} is not a torch checkpoint ({first_error.__class__.__name__})"
             ) from None
-        foreign = [g for g in needed if not g.split(".")[0] in ("torch", "ultralytics", "collections")]
+        foreign = [
+            g for g in needed if g.split(".")[0] not in ("torch", "ultralytics", "collections")
+        ]
         if foreign:
             raise WeightsError(
                 f"{str(path)!r} needs objects anpred will not unpickle ({', '.join(foreign[:3])}); "
@@ -161,7 +163,5 @@ def load_model(name: str, weights: str | None = None, seed: int = 0) -> tuple[An
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
         first = str(err).splitlines()[1].strip() if "\n" in str(err) else str(err)
-        raise WeightsError(
-            f"checkpoint {str(path)!r} does not fit {name}: {first[:200]}"
-        ) from None
+        raise WeightsError(f"checkpoint {str(path)!r} does not fit {name}: {first[:200]}") from None
     return model.eval().float(), weights_id

@@ -1,4 +1,10 @@
-"""The jax :class:`~anpred.translate.adapter.LibraryAdapter`: NCHW tensors, ``jax.jit``."""
+"""The jax :class:`~anpred.translate.adapter.LibraryAdapter`: NCHW tensors, ``jax.jit``.
+
+``dtype="bfloat16"`` is jax's "bf16 mode" as jmp/flax users set it (compute dtype
+bfloat16): weights and inputs are rounded to bfloat16, every op of the graph computes in
+bfloat16 (XLA:CPU decides internally where it widens, e.g. inside dot/conv), and the
+anchors are widened back to float32 (exactly) when they leave the library.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,17 @@ import numpy as np
 from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.jax import numerics
+from anpred.translate.process_env import check_process_env
+
+#: Graph float dtypes the adapter runs.
+FLOAT_DTYPES = ("float32", "float64", "bfloat16")
 
 #: Settings the adapter understands, with their defaults.
 DEFAULT_SETTINGS: dict[str, Any] = {
     "jit": True,
     "dtype": "float32",
     "matmul_precision": "highest",
+    "env": None,
 }
 
 
@@ -28,7 +39,9 @@ class JaxAdapter(LibraryAdapter):
         settings: ``jit`` (bool, default ``True``: the whole graph is one ``jax.jit``
             program; ``False`` runs op by op), ``dtype`` (``"float32"`` or
             ``"float64"``; float64 needs ``jax_enable_x64``, which
-            :func:`anpred.translate.jax.make_adapter` turns on), ``matmul_precision``
+            :func:`anpred.translate.jax.make_adapter` turns on; or ``"bfloat16"``: the
+            bf16 compute mode), ``env`` (environment variables the worker was started
+            with; checked and recorded), ``matmul_precision``
             (``"highest"`` = full fp32 products everywhere, ``"high"``, ``"default"`` =
             whatever the platform picks, e.g. TF32/bf16 passes on GPUs).
 
@@ -44,8 +57,8 @@ class JaxAdapter(LibraryAdapter):
             if key not in DEFAULT_SETTINGS:
                 raise UsageError(f"unknown jax setting {key!r}; known: {sorted(DEFAULT_SETTINGS)}")
             merged[key] = value
-        if merged["dtype"] not in ("float32", "float64"):
-            raise UsageError(f"jax dtype must be float32 or float64, not {merged['dtype']!r}")
+        if merged["dtype"] not in FLOAT_DTYPES:
+            raise UsageError(f"jax dtype must be one of {FLOAT_DTYPES}, not {merged['dtype']!r}")
         if merged["matmul_precision"] not in ("default", "high", "highest"):
             raise UsageError(
                 "jax matmul_precision must be default, high or highest, "
@@ -55,8 +68,10 @@ class JaxAdapter(LibraryAdapter):
             raise UsageError(
                 "jax float64 needs jax_enable_x64; create the adapter with make_adapter"
             )
+        self.env = check_process_env("jax", merged["env"])
         self.jit = bool(merged["jit"])
         self.numerics = numerics.Numerics(merged["dtype"], merged["matmul_precision"])
+        self._seen: set[str] = set()
 
     def const(self, array: np.ndarray) -> Any:
         """Return ``array`` as a jax array in the dtype the graph computes it in.
@@ -74,8 +89,16 @@ class JaxAdapter(LibraryAdapter):
         return self.const(array)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """Return ``value`` as a numpy array (NCHW, as computed)."""
-        return np.asarray(value)
+        """Return ``value`` as a numpy array (NCHW); bfloat16 is widened to float32 exactly.
+
+        The dtypes seen here are recorded (``output_dtypes`` in :meth:`settings`): they show
+        whether the graph really computed in the configured dtype.
+        """
+        array = np.asarray(value)
+        self._seen.add(str(array.dtype))
+        if array.dtype == jnp.bfloat16:
+            return array.astype(np.float32)
+        return array
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap the whole-graph function in ``jax.jit`` (unless ``jit`` is off).
@@ -107,4 +130,6 @@ class JaxAdapter(LibraryAdapter):
             "jax_default_matmul_precision": jax.config.jax_default_matmul_precision,
             "jax_enable_x64": bool(jax.config.jax_enable_x64),
             "layout": "NCHW",
+            "env": dict(self.env),
+            "output_dtypes": sorted(self._seen),
         }

@@ -31,7 +31,8 @@ class Numerics:
     """How floating-point work is done.
 
     Attributes:
-        float_dtype: Floating dtype of the whole graph (``"float32"`` or ``"float64"``).
+        float_dtype: Floating dtype of the whole graph (``"float32"``, ``"float64"``, or
+            ``"bfloat16"``: the bf16 compute mode, every float of the graph in bfloat16).
         matmul_precision: ``"default"``, ``"high"`` or ``"highest"``; passed as
             ``precision=`` to every convolution and matrix product.
     """
@@ -70,7 +71,8 @@ def onnx_dtype(elem_type: int) -> Any:
     In a float64 graph every float is float64 (the fp64 reference must not round
     anywhere); in a float32 graph
     ``DOUBLE`` becomes float32 and float16/bfloat16 are kept (they are the model's
-    own precision choice). Integer types wider than jax holds (int64 without
+    own precision choice); in a bfloat16 graph every float of two or more bytes
+    (float16 included) becomes bfloat16. Integer types wider than jax holds (int64 without
     ``jax_enable_x64``) become the widest it holds.
     """
     return dtype_in_graph(helper.tensor_dtype_to_np_dtype(elem_type), current().float_dtype)

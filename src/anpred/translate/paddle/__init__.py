@@ -15,7 +15,7 @@ from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
 
 #: Settings :func:`make_adapter` accepts.
-SETTINGS = ("dtype", "threads")
+SETTINGS = ("dtype", "threads", "static", "env")
 
 #: Modules that register the paddle translators (imported by :func:`make_adapter`).
 OPS_MODULES = (
@@ -33,7 +33,8 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
     """Import paddle, register the paddle translators and return the adapter.
 
     Args:
-        settings: ``{"dtype": "float32" | "float64", "threads": int}``; see
+        settings: ``{"dtype": "float32" | "float64", "threads": int, "static": bool,
+            "env": {...}}``; see
             :class:`~anpred.translate.paddle.adapter.PaddleAdapter`.
 
     Returns:

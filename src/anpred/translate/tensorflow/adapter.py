@@ -5,6 +5,14 @@ and the layout propagates through the translators (see
 :mod:`anpred.translate.tensorflow.layout`), so a value comes back in the layout
 :meth:`TensorFlowAdapter.layout` reports. The whole graph runs as one ``tf.function``
 (optionally XLA-compiled) unless ``function`` is off.
+
+Precision configurations (measured with tensorflow-cpu 2.21 on an AVX2-only AMD EPYC):
+oneDNN is *off* by default on this CPU (TensorFlow turns it on by default only on CPUs
+with AVX512_VNNI/AVX512_BF16/AMX), ``TF_ENABLE_ONEDNN_OPTS=1`` turns it on and changes a
+3x3 conv's fp32 result by a few ulp; ``mixed_precision="bfloat16"`` enables grappler's
+``auto_mixed_precision_onednn_bfloat16`` rewrite, which only acts when oneDNN is on
+(with it off, conv and matmul results stay bitwise fp32). The adapter records both as
+they really are: ``onednn`` (``IsMklEnabled``) and ``bf16_in_effect`` (a one-conv probe).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import tensorflow as tf
 
 from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
+from anpred.translate.process_env import check_process_env
 from anpred.translate.tensorflow import policy
 from anpred.translate.tensorflow.layout import LIBRARY, TO_NHWC, TFValue
 from anpred.translate.tensorflow.policy import LAYOUTS, NCHW, NHWC, Policy
@@ -28,7 +37,12 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "jit_compile": False,
     "threads": None,
     "dtype": "float32",
+    "mixed_precision": None,
+    "env": None,
 }
+
+#: ``mixed_precision`` values → the grappler option that implements them.
+MIXED_PRECISION = {"bfloat16": "auto_mixed_precision_onednn_bfloat16"}
 
 
 class TensorFlowAdapter(LibraryAdapter):
@@ -42,11 +56,16 @@ class TensorFlowAdapter(LibraryAdapter):
             default ``False``: XLA-compile that function), ``threads`` (int: TensorFlow's
             intra-op thread pool size, with one inter-op thread; must be set before any
             TensorFlow op runs in the process), ``dtype`` (``"float32"`` or
-            ``"float64"``: the float type of the whole graph).
+            ``"float64"``: the float type of the whole graph), ``mixed_precision``
+            (``None`` or ``"bfloat16"``: grappler's oneDNN bf16 auto-mixed-precision
+            rewrite of the ``tf.function`` graph; process-wide), ``env`` (environment
+            variables the worker was started with, checked and recorded, e.g.
+            ``{"TF_ENABLE_ONEDNN_OPTS": "0"}``).
 
     Raises:
         UsageError: For an unknown setting, a bad value, ``jit_compile`` without
-            ``function``, or ``threads`` that can no longer be changed.
+            ``function``, ``mixed_precision`` without a (non-XLA) ``tf.function``, a
+            missing ``env`` variable, or ``threads`` that can no longer be changed.
     """
 
     name = LIBRARY
@@ -70,8 +89,22 @@ class TensorFlowAdapter(LibraryAdapter):
         merged["jit_compile"] = bool(merged["jit_compile"])
         if merged["jit_compile"] and not merged["function"]:
             raise UsageError("tensorflow jit_compile needs function=True (XLA compiles a graph)")
+        merged["env"] = check_process_env("tensorflow", merged["env"])
+        mixed = merged["mixed_precision"]
+        if mixed is not None and mixed not in MIXED_PRECISION:
+            raise UsageError(f"tensorflow mixed_precision must be one of {sorted(MIXED_PRECISION)}"
+                             f" or None, not {mixed!r}")
+        if mixed is not None and (not merged["function"] or merged["jit_compile"]
+                                  or merged["dtype"] != "float32"):
+            raise UsageError("tensorflow mixed_precision rewrites a float32 tf.function graph: "
+                             "it needs function=True, jit_compile=False, dtype=float32")
         if merged["threads"] is not None:
             merged["threads"] = _set_threads(merged["threads"])
+        merged["onednn"] = _onednn_enabled()
+        merged["bf16_in_effect"] = False
+        if mixed is not None:
+            tf.config.optimizer.set_experimental_options({MIXED_PRECISION[mixed]: True})
+            merged["bf16_in_effect"] = _mixed_precision_acts()
         self._settings = merged
         self._policy = Policy(layout=merged["layout"], float_dtype=merged["dtype"])
 
@@ -105,7 +138,12 @@ class TensorFlowAdapter(LibraryAdapter):
         return TFValue(tf.cast(value.tensor, tf.as_dtype(dtype)), value.layout)
 
     def settings(self) -> dict[str, Any]:
-        """Return the settings in effect (layout, function, jit_compile, threads, dtype)."""
+        """Return the settings in effect.
+
+        Besides the settings given: ``onednn`` (whether TensorFlow runs its oneDNN kernels
+        in this process) and ``bf16_in_effect`` (whether a probe conv in a ``tf.function``
+        really came out of bfloat16 arithmetic).
+        """
         return dict(self._settings)
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -154,6 +192,32 @@ class TensorFlowAdapter(LibraryAdapter):
             )
 
         return run
+
+
+def _onednn_enabled() -> bool | None:
+    """Return whether TensorFlow uses oneDNN in this process (``None``: cannot tell)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # private module; moved in some release
+        return None
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def _mixed_precision_acts() -> bool:
+    """Return whether a graph-mode 3x3 conv now differs from the eager (fp32) one.
+
+    The probe's values have full fp32 mantissas, so any bfloat16 rounding of the operands
+    changes the result; when the rewrite does not act, graph and eager agree bitwise.
+    """
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((1, 8, 8, 16)).astype(np.float32))
+    w = tf.constant(rng.standard_normal((3, 3, 16, 16)).astype(np.float32))
+
+    def conv(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        return tf.nn.conv2d(a, b, 1, "SAME")
+
+    graph = tf.function(conv, autograph=False)(x, w).numpy()
+    return not np.array_equal(graph, conv(x, w).numpy())
 
 
 def _set_threads(threads: Any) -> int:

@@ -17,8 +17,10 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
 
     Args:
         settings: ``dtype`` (``"float32"`` default, or ``"float64"``: every float constant
-            and feed, and every float cast, in float64) and ``compile`` (``False`` default;
-            ``True`` wraps the graph in ``torch.compile``).
+            and feed, and every float cast, in float64), ``compile`` (``False`` default;
+            ``True`` wraps the graph in ``torch.compile``), ``autocast`` (``None`` or
+            ``"bfloat16"``: ``torch.autocast`` on CPU) and ``env``; see
+            :class:`anpred.translate.torch.adapter.TorchAdapter`.
 
     Returns:
         The adapter.

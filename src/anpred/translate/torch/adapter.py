@@ -1,4 +1,9 @@
-"""The torch adapter: numpy in and out, float32 or float64, eager or ``torch.compile``."""
+"""The torch adapter: numpy in and out, float32 or float64, eager or ``torch.compile``.
+
+``autocast="bfloat16"`` runs the graph under ``torch.autocast(device_type="cpu",
+dtype=torch.bfloat16)`` (torch's bf16 mode: conv/matmul/linear in bfloat16, the ops
+autocast keeps in float32 in float32, the rest in their inputs' dtype).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,15 @@ import torch
 
 from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
+from anpred.translate.process_env import check_process_env
 
 _FLOAT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 #: Float dtype of the graph being executed; float64 runs make every float cast float64.
 _RUN_FLOAT_DTYPE: ContextVar[torch.dtype] = ContextVar("anpred_torch_float", default=torch.float32)
+
+#: ``autocast`` setting values → the autocast dtype on CPU.
+AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
 
 _CAST_DTYPES = {
     "float16": torch.float16,
@@ -41,25 +50,37 @@ class TorchAdapter(LibraryAdapter):
     """Executes ONNX graphs with torch, channels-first (the ONNX layout).
 
     Args:
-        settings: ``{"dtype": "float32" | "float64", "compile": bool}``.
+        settings: ``{"dtype": "float32" | "float64", "compile": bool,
+            "autocast": None | "bfloat16", "env": {...}}`` (``env``: variables the
+            worker was started with, checked and recorded).
 
     Raises:
-        UsageError: On an unknown setting or dtype.
+        UsageError: On an unknown setting or dtype, autocast in a float64 graph, or a
+            missing ``env`` variable.
     """
 
     name = "torch"
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         settings = dict(settings or {})
-        unknown = set(settings) - {"dtype", "compile"}
+        unknown = set(settings) - {"dtype", "compile", "autocast", "env"}
         if unknown:
             raise UsageError(f"unknown torch setting(s): {', '.join(sorted(unknown))}")
         dtype = settings.get("dtype", "float32")
         if dtype not in _FLOAT_DTYPES:
             raise UsageError(f"torch dtype must be one of {sorted(_FLOAT_DTYPES)}, not {dtype!r}")
+        autocast = settings.get("autocast")
+        if autocast is not None and autocast not in AUTOCAST_DTYPES:
+            raise UsageError(f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, "
+                             f"not {autocast!r}")
+        if autocast is not None and dtype != "float32":
+            raise UsageError("torch autocast needs a float32 graph")
+        self.env = check_process_env("torch", settings.get("env"))
         self._dtype_name = dtype
         self._float = _FLOAT_DTYPES[dtype]
         self._compile = bool(settings.get("compile", False))
+        self._autocast = autocast
+        self._seen: set[str] = set()
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         array = np.asarray(array)
@@ -76,20 +97,28 @@ class TorchAdapter(LibraryAdapter):
         return self._tensor(array)
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """Return the tensor as a numpy array (bfloat16 widened to float32, exactly)."""
+        """Return the tensor as a numpy array (bfloat16 widened to float32, exactly).
+
+        The dtypes seen here are recorded (``output_dtypes`` in :meth:`settings`).
+        """
         tensor = value.detach().cpu()
+        self._seen.add(str(tensor.dtype).replace("torch.", ""))
         if tensor.dtype == torch.bfloat16:
             tensor = tensor.to(torch.float32)
         return tensor.numpy()
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Run ``fn`` without autograd in the adapter's float dtype; ``torch.compile`` it if set."""
-        target = torch.compile(fn, dynamic=False) if self._compile else fn
+        target = _traced_then_compiled(fn) if self._compile else fn
+        autocast = self._autocast
 
         def run(*args: Any) -> Any:
             token = _RUN_FLOAT_DTYPE.set(self._float)
             try:
-                with torch.no_grad():
+                with torch.no_grad(), torch.autocast(
+                    "cpu", dtype=AUTOCAST_DTYPES.get(autocast, torch.bfloat16),
+                    enabled=autocast is not None,
+                ):
                     return target(*args)
             finally:
                 _RUN_FLOAT_DTYPE.reset(token)
@@ -103,10 +132,34 @@ class TorchAdapter(LibraryAdapter):
         return value.to(_CAST_DTYPES[dtype])
 
     def settings(self) -> dict[str, Any]:
-        """Return the settings and the torch version."""
+        """Return the settings, the torch version and the output dtypes seen so far."""
         return {
             "dtype": self._dtype_name,
             "compile": self._compile,
+            "autocast": self._autocast,
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
+            "env": dict(self.env),
+            "output_dtypes": sorted(self._seen),
         }
+
+
+def _traced_then_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Return ``fn`` as ``torch.compile`` (inductor) of its traced graph, built on first call.
+
+    Dynamo cannot trace the interpreter itself: the translators handle static attributes
+    with NumPy (``NodeCall.consts``), and dynamo fails on them (``AssertionError: Expected
+    np.nditer base`` in Reshape, torch 2.14). ``make_fx`` runs that Python normally and
+    records only the tensor operations; the recorded whole graph is what gets compiled.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    compiled: list[Callable[..., Any]] = []
+
+    def run(*args: Any) -> Any:
+        if not compiled:
+            compiled.append(torch.compile(make_fx(fn)(*args), dynamic=False))
+        return compiled[0](*args)
+
+    return run
+

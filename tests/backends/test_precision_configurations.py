@@ -1,0 +1,117 @@
+"""Every precision configuration runs in its own worker on a tiny conv/matmul chain.
+
+Each participant goes through the real worker pool (so ``settings["env"]`` reaches the
+process before its library is imported), records the settings really in effect, and its
+anchors are compared with an ``onnx.reference`` float64 run of the same chain.
+
+Tolerances, measured on this chain (tensorflow 2.21, torch 2.14, jax 0.10, paddle 3.3,
+onnxruntime 1.32, openvino 2026.4; 2-core AVX2 AMD EPYC):
+
+- fp32 configurations: relative L2 to fp64 between 1.5e-7 and 1.4e-6 over all anchors
+  (largest: the 4096-long MatMul output). ``FP32_TOL`` = 1e-5 is 7x the largest and
+  ~300x below the smallest bf16 error, so it separates the two without being tight.
+- bf16 configurations: 2.9e-3 .. 5.6e-3 (bf16's unit roundoff is 2^-9 = 2.0e-3: rounding
+  the operands of a dot product and its result lands there). ``BF16_RANGE`` is the
+  1e-3..1e-2 band a bf16 computation of a conv/matmul falls in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from precision_chain import capture, chain_input, reference64, rel_l2, run_participants
+
+from anpred.execution.pool import WorkerResult
+from anpred.participants import CONFIGURATIONS, REFERENCE64, parse_participant
+
+FP32_TOL = 1e-5
+BF16_RANGE = (1e-3, 1e-2)
+ANCHORS = ("r1", "c2", "output")
+
+Check = Callable[[dict[str, Any]], bool]
+
+#: What each configuration must record as in effect (beyond running).
+IN_EFFECT: dict[str, Check] = {
+    "torch[compile]": lambda s: s["compile"] is True and s["compile_backend"] == "inductor",
+    "torch[bf16]": lambda s: s["autocast"] == "bfloat16" and "bfloat16" in s["output_dtypes"],
+    "tensorflow[xla]": lambda s: s["jit_compile"] is True,
+    "tensorflow[onednn]": lambda s: s["onednn"] is True
+    and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"},
+    "tensorflow[onednn-off]": lambda s: s["onednn"] is False
+    and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "0"},
+    "tensorflow[bf16]": lambda s: s["bf16_in_effect"] is True and s["onednn"] is True,
+    "jax[nojit]": lambda s: s["jit"] is False,
+    "jax[bf16]": lambda s: s["dtype"] == "bfloat16" and s["output_dtypes"] == ["bfloat16"],
+    **{f"onnxruntime[O{i}]": (lambda s, i=i: s["optimization"] == f"O{i}") for i in range(4)},
+    "openvino[bf16]": lambda s: s["precision"] in ("bf16", "f32"),
+    "paddle[static]": lambda s: s["mode"] == "static",
+}
+
+#: Configurations whose conv/matmul compute in bfloat16 whatever the CPU.
+BF16 = {"torch[bf16]", "tensorflow[bf16]", "jax[bf16]"}
+
+#: The default suite runs one configuration per code path added for precision
+#: configurations; the slow matrix runs all of them.
+FAST = ["torch", "torch[bf16]", "tensorflow[onednn-off]", "tensorflow[bf16]", "jax[bf16]",
+        "openvino[bf16]", "paddle[static]"]
+ALL = [f"{lib}[{c}]" if c else lib for lib, configs in CONFIGURATIONS.items()
+       for c in configs if f"{lib}[{c}]" != REFERENCE64]
+
+
+def _reduced_precision(name: str, settings: dict[str, Any]) -> bool:
+    """Whether ``name`` really computed in a 16-bit float here (OpenVINO may fall back)."""
+    if name.startswith("openvino["):
+        return settings.get("precision", "f32") != "f32"
+    return name in BF16
+
+
+def _check(run_dir: Path, name: str, result: WorkerResult) -> None:
+    assert result.status == "ok", f"{name}: {result.status} at {result.step}: {result.message}"
+    settings = result.settings
+    assert IN_EFFECT.get(name, lambda s: True)(settings), f"{name} recorded {settings}"
+    reference = reference64(chain_input())
+    arrays = capture(run_dir, name)
+    errors = {k: rel_l2(arrays[k], reference[k]) for k in ANCHORS}
+    if _reduced_precision(name, settings):
+        low, high = BF16_RANGE
+        assert all(low <= e <= high for e in errors.values()), f"{name}: {errors}"
+    else:
+        assert all(e <= FP32_TOL for e in errors.values()), f"{name}: {errors}"
+
+
+@pytest.fixture(scope="module")
+def fast_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, WorkerResult]]:
+    run_dir = tmp_path_factory.mktemp("precision-fast")
+    return run_dir, run_participants(run_dir, [parse_participant(n) for n in FAST])
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, WorkerResult]]:
+    run_dir = tmp_path_factory.mktemp("precision-all")
+    return run_dir, run_participants(run_dir, [parse_participant(n) for n in ALL])
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_configuration_runs_records_settings_and_numbers(fast_run, name: str) -> None:
+    run_dir, results = fast_run
+    _check(run_dir, name, results[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL)
+def test_every_configuration(full_run, name: str) -> None:
+    run_dir, results = full_run
+    _check(run_dir, name, results[name])
+
+
+def test_bf16_really_changes_the_numbers(fast_run) -> None:
+    run_dir, _ = fast_run
+    fp32 = capture(run_dir, "torch")
+    for name in BF16:
+        arrays = capture(run_dir, name)
+        errors = [rel_l2(arrays[k], fp32[k]) for k in ANCHORS]
+        assert all(BF16_RANGE[0] <= e <= BF16_RANGE[1] for e in errors), (name, errors)
+
