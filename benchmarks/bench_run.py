@@ -113,6 +113,39 @@ def _phases(lines: list[tuple[float, str]], summary_at: float | None, wall: floa
     return phases
 
 
+def _storage_cost(run_dir: Path, scratch: Path) -> dict[str, float]:
+    """Seconds per MB to write capture files: the workers' ``write_arrays`` vs ``np.savez``.
+
+    Measured on the run's largest fp32 capture file (median of 3 writes).
+    """
+    import numpy as np
+
+    from anpred.execution.layout import write_arrays
+
+    files = sorted(run_dir.glob("captures/*/*.npz"))
+    sample = max((f for f in files if "fp64" not in f.parent.name), key=lambda f: f.stat().st_size)
+    with np.load(sample) as data:
+        arrays = {key: data[key] for key in data.files}
+    megabytes = sum(a.nbytes for a in arrays.values()) / 1e6
+    total_mb = 0.0
+    for path in files:
+        with np.load(path) as data:
+            total_mb += sum(data[key].nbytes for key in data.files) / 1e6
+    timings = {}
+    writers = {"write_arrays": write_arrays,
+               "savez": lambda path, values: np.savez(path, **values)}
+    for name, write in writers.items():
+        seconds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            write(scratch / "sample.npz", arrays)
+            seconds.append(time.perf_counter() - start)
+        timings[name] = sorted(seconds)[1] / megabytes
+        timings[f"{name}_size_ratio"] = (scratch / "sample.npz").stat().st_size / 1e6 / megabytes
+    (scratch / "sample.npz").unlink()
+    return {"files": len(files), "total_mb": total_mb, "sample_mb": megabytes, **timings}
+
+
 def main() -> int:
     """Warm the cache, time both sides, print the Markdown tables."""
     from anpred.execution.pool import worker_env
@@ -197,8 +230,17 @@ def main() -> int:
                           for name, w in workers.items()]))
     print("\n(`inference`/`isolation`: the last call's time; `first_inference` includes "
           "compilation.)")
+    storage = _storage_cost(out, work)
+    print("\n### Capture files (measured after the run, on its largest fp32 capture)\n")
+    print(markdown_table(
+        ["writer", "s per MB", "file size / data", f"estimate for the run's {storage['files']} "
+         f"files ({storage['total_mb']:.0f} MB)"],
+        [[name, f"{storage[name]:.4f}", f"{storage[name + '_size_ratio']:.2f}",
+          f"{storage[name] * storage['total_mb']:.0f} s (CPU, spread over the workers)"]
+         for name in ("write_arrays", "savez")]))
     if args.json:
         args.json.write_text(json.dumps({"model": args.model, "libs": libs, "images": images,
+                                         "storage": storage,
                                          "bare": bare, "bare_total_s": bare_total,
                                          "anpred_s": wall, "ratio": ratio,
                                          "phases": dict(phases), "workers": workers}, indent=1))

@@ -37,29 +37,38 @@ def _weights() -> dict[str, np.ndarray]:
     def scaled(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
         return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
 
-    return {"w1": scaled((16, 8, 3, 3), 72), "b1": scaled((16,), 72),
-            "w2": scaled((16, 16, 3, 3), 144), "w3": scaled((4096, 32), 4096),
-            "shape": np.array([1, 4096], dtype=np.int64)}
+    return {
+        "w1": scaled((16, 8, 3, 3), 72),
+        "b1": scaled((16,), 72),
+        "w2": scaled((16, 16, 3, 3), 144),
+        "w3": scaled((4096, 32), 4096),
+        "shape": np.array([1, 4096], dtype=np.int64),
+    }
 
 
 def chain_model(float_type: int = TensorProto.FLOAT) -> onnx.ModelProto:
     """Return the chain; ``float_type=DOUBLE`` gives the float64 copy of the same weights."""
     np_float = np.float64 if float_type == TensorProto.DOUBLE else np.float32
-    inits = [numpy_helper.from_array(v if v.dtype == np.int64 else v.astype(np_float), k)
-             for k, v in _weights().items()]
+    inits = [
+        numpy_helper.from_array(v if v.dtype == np.int64 else v.astype(np_float), k)
+        for k, v in _weights().items()
+    ]
     nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="/block1/conv/Conv",
-                         pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Conv", ["x", "w1", "b1"], ["c1"], name="/block1/conv/Conv", pads=[1, 1, 1, 1]
+        ),
         helper.make_node("Relu", ["c1"], ["r1"], name="/block1/act/Relu"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="/block2/conv/Conv",
-                         pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="/block2/conv/Conv", pads=[1, 1, 1, 1]),
         helper.make_node("Reshape", ["c2", "shape"], ["flat"], name="/head/Reshape"),
         helper.make_node("MatMul", ["flat", "w3"], ["y"], name="/head/fc/MatMul"),
     ]
     graph = helper.make_graph(
-        nodes, "precision_chain",
+        nodes,
+        "precision_chain",
         [helper.make_tensor_value_info("x", float_type, list(INPUT_SHAPE))],
-        [helper.make_tensor_value_info("y", float_type, [1, 32])], initializer=inits)
+        [helper.make_tensor_value_info("y", float_type, [1, 32])],
+        initializer=inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model
@@ -84,23 +93,40 @@ def prepare_export(folder: Path) -> AnchoredExport:
     onnx.save(chain_model(), str(source))
     request = folder / "request.json"
     request.write_text(json.dumps({"onnx": str(source), "folder": str(folder / "model")}))
-    proc = subprocess.run([sys.executable, "-m", "anpred.pipeline.prepare", str(request)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred.pipeline.prepare", str(request)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return AnchoredExport.from_dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def run_participants(run_dir: Path, participants: list[Participant], threads: int = 1,
-                     parallel: int = 2) -> dict[str, WorkerResult]:
+def run_participants(
+    run_dir: Path, participants: list[Participant], threads: int = 1, parallel: int = 2
+) -> dict[str, WorkerResult]:
     """Run ``participants`` on the chain in worker processes (the real pool)."""
     export = prepare_export(run_dir / "prepare")
     np.savez(run_dir / "inputs.npz", **{INPUT_ID: chain_input()})
-    job: dict[str, Any] = {"model": ModelJob(export).to_dict(),
-                           "inputs": str(run_dir / "inputs.npz")}
+    job: dict[str, Any] = {
+        "model": ModelJob(export).to_dict(),
+        "inputs": str(run_dir / "inputs.npz"),
+    }
     # Libraries write caches under HOME (~/.keras, ~/intel, inductor's cache): a temp dir.
-    env = {"HOME": str(run_dir / "home"),
-           "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "home" / "inductor")}
-    return run_workers(run_dir, participants, job, [INPUT_ID], threads=threads,
-                       parallel=parallel, timeout=600, env=env)
+    env = {
+        "HOME": str(run_dir / "home"),
+        "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "home" / "inductor"),
+    }
+    return run_workers(
+        run_dir,
+        participants,
+        job,
+        [INPUT_ID],
+        threads=threads,
+        parallel=parallel,
+        timeout=600,
+        env=env,
+    )
 
 
 def capture(run_dir: Path, participant: str) -> dict[str, np.ndarray]:

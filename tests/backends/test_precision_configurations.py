@@ -38,10 +38,12 @@ IN_EFFECT: dict[str, Check] = {
     "torch[compile]": lambda s: s["compile"] is True and s["compile_backend"] == "inductor",
     "torch[bf16]": lambda s: s["autocast"] == "bfloat16" and "bfloat16" in s["output_dtypes"],
     "tensorflow[xla]": lambda s: s["jit_compile"] is True,
-    "tensorflow[onednn]": lambda s: s["onednn"] is True
-    and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"},
-    "tensorflow[onednn-off]": lambda s: s["onednn"] is False
-    and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "0"},
+    "tensorflow[onednn]": lambda s: (
+        s["onednn"] is True and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    ),
+    "tensorflow[onednn-off]": lambda s: (
+        s["onednn"] is False and s["env"] == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    ),
     "tensorflow[bf16]": lambda s: s["bf16_in_effect"] is True and s["onednn"] is True,
     "jax[nojit]": lambda s: s["jit"] is False,
     "jax[bf16]": lambda s: s["dtype"] == "bfloat16" and s["output_dtypes"] == ["bfloat16"],
@@ -55,10 +57,21 @@ BF16 = {"torch[bf16]", "tensorflow[bf16]", "jax[bf16]"}
 
 #: The default suite runs one configuration per code path added for precision
 #: configurations; the slow matrix runs all of them.
-FAST = ["torch", "torch[bf16]", "tensorflow[onednn-off]", "tensorflow[bf16]", "jax[bf16]",
-        "openvino[bf16]", "paddle[static]"]
-ALL = [f"{lib}[{c}]" if c else lib for lib, configs in CONFIGURATIONS.items()
-       for c in configs if f"{lib}[{c}]" != REFERENCE64]
+FAST = [
+    "torch",
+    "torch[bf16]",
+    "tensorflow[onednn-off]",
+    "tensorflow[bf16]",
+    "jax[bf16]",
+    "openvino[bf16]",
+    "paddle[static]",
+]
+ALL = [
+    f"{lib}[{c}]" if c else lib
+    for lib, configs in CONFIGURATIONS.items()
+    for c in configs
+    if f"{lib}[{c}]" != REFERENCE64
+]
 
 
 def _reduced_precision(name: str, settings: dict[str, Any]) -> bool:
@@ -114,4 +127,3 @@ def test_bf16_really_changes_the_numbers(fast_run) -> None:
         arrays = capture(run_dir, name)
         errors = [rel_l2(arrays[k], fp32[k]) for k in ANCHORS]
         assert all(BF16_RANGE[0] <= e <= BF16_RANGE[1] for e in errors), (name, errors)
-

@@ -37,8 +37,15 @@ NODES = {
     "s2": ["/s2/Conv"],
     "s3": ["/s3/Sigmoid", "/s3/Mul"],
     "s4": ["/s4/Transpose", "/s4/LayerNormalization"],
-    "output": ["/head/MatMul", "/head/Erf", "/head/Tanh", "/head/Scale", "/head/Exp",
-               "/head/Mul", "/head/Add"],
+    "output": [
+        "/head/MatMul",
+        "/head/Erf",
+        "/head/Tanh",
+        "/head/Scale",
+        "/head/Exp",
+        "/head/Mul",
+        "/head/Add",
+    ],
 }
 
 
@@ -72,14 +79,25 @@ def _nodes() -> list[onnx.NodeProto]:
     node = helper.make_node
     return [
         node("Conv", ["images", "w1", "b1"], ["c1"], name="/s1/Conv", pads=[1, 1, 1, 1]),
-        node("BatchNormalization", ["c1", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
-             [a["s1"]], name="/s1/BatchNormalization", epsilon=1e-5),
+        node(
+            "BatchNormalization",
+            ["c1", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+            [a["s1"]],
+            name="/s1/BatchNormalization",
+            epsilon=1e-5,
+        ),
         node("Conv", [a["s1"], "w2", "b2"], [a["s2"]], name="/s2/Conv", pads=[1, 1, 1, 1]),
         node("Sigmoid", [a["s2"]], ["sig"], name="/s3/Sigmoid"),
         node("Mul", [a["s2"], "sig"], [a["s3"]], name="/s3/Mul"),
         node("Transpose", [a["s3"]], ["nhwc"], name="/s4/Transpose", perm=[0, 2, 3, 1]),
-        node("LayerNormalization", ["nhwc", "ln_scale", "ln_bias"], [a["s4"]],
-             name="/s4/LayerNormalization", axis=-1, epsilon=1e-5),
+        node(
+            "LayerNormalization",
+            ["nhwc", "ln_scale", "ln_bias"],
+            [a["s4"]],
+            name="/s4/LayerNormalization",
+            axis=-1,
+            epsilon=1e-5,
+        ),
         node("MatMul", [a["s4"], "w_head"], ["m"], name="/head/MatMul"),
         node("Erf", ["m"], ["erf"], name="/head/Erf"),
         node("Tanh", ["m"], ["tanh"], name="/head/Tanh"),
@@ -93,7 +111,8 @@ def _nodes() -> list[onnx.NodeProto]:
 def _model(outputs: list[str]) -> onnx.ModelProto:
     shapes = {name: shape for name, shape in ANCHORS.values()}
     graph = helper.make_graph(
-        _nodes(), "fault_chain",
+        _nodes(),
+        "fault_chain",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, list(INPUT_SHAPE))],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shapes[o])) for o in outputs],
         initializer=[numpy_helper.from_array(v, k) for k, v in weights().items()],
@@ -109,8 +128,10 @@ def build_export(folder: Path) -> AnchoredExport:
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save(_model([name for name, _ in ANCHORS.values()]), str(folder / "anchored.onnx"))
     onnx.save(_model([ANCHORS["output"][0]]), str(folder / "plain.onnx"))
-    anchors = tuple(AnchorOutput(key, key, "" if key == "output" else key, "chain", name, shape)
-                    for key, (name, shape) in ANCHORS.items())
+    anchors = tuple(
+        AnchorOutput(key, key, "" if key == "output" else key, "chain", name, shape)
+        for key, (name, shape) in ANCHORS.items()
+    )
     export = AnchoredExport(folder, "images", INPUT_SHAPE, 17, anchors)
     (folder / "export.json").write_text(json.dumps(export.to_dict()))
     return export

@@ -27,8 +27,10 @@ from fault_chain import feed  # noqa: E402
 
 def _nchw(capture: Capture) -> dict[str, np.ndarray]:
     """The capture in ONNX's layout (what stage isolation is fed with)."""
-    return {k: v.transpose(0, 3, 1, 2) if capture.layouts.get(k) == "NHWC" else v
-            for k, v in capture.arrays.items()}
+    return {
+        k: v.transpose(0, 3, 1, 2) if capture.layouts.get(k) == "NHWC" else v
+        for k, v in capture.arrays.items()
+    }
 
 
 def _runner(library: str, settings: dict) -> Runner:
@@ -54,8 +56,12 @@ def _run(library: str, job: ModelJob, settings: dict, fed: dict | None) -> dict:
     isolated = runner.isolate(x, fed if fed is not None else _nchw(capture))
     arrays.update({f"isolated/{k}": v for k, v in isolated.arrays.items()})
     layouts = {**capture.layouts, **{f"isolated/{k}": v for k, v in isolated.layouts.items()}}
-    return {"arrays": arrays, "layouts": layouts, "settings": runner.describe_settings(),
-            "fed": _nchw(capture)}
+    return {
+        "arrays": arrays,
+        "layouts": layouts,
+        "settings": runner.describe_settings(),
+        "fed": _nchw(capture),
+    }
 
 
 def main() -> int:
@@ -72,8 +78,10 @@ def main() -> int:
         try:
             result = clean if name == "clean" else _run(library, job, settings, fed)
         except Exception as err:  # recorded; the test decides whether it was expected
-            results[name] = {"error": f"{err.__class__.__name__}: {err}",
-                             "traceback": traceback.format_exc()[-3000:]}
+            results[name] = {
+                "error": f"{err.__class__.__name__}: {err}",
+                "traceback": traceback.format_exc()[-3000:],
+            }
             continue
         np.savez(out_dir / f"{name}.npz", **result["arrays"])
         results[name] = {"settings": result["settings"], "layouts": result["layouts"]}

@@ -103,10 +103,13 @@ class LibraryRun:
             return out
 
 
-@pytest.fixture(scope="module", params=[
-    lib if lib in FAST else pytest.param(lib, marks=pytest.mark.slow) for lib in LIBRARIES])
-def library_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-                ) -> tuple[str, LibraryRun]:
+@pytest.fixture(
+    scope="module",
+    params=[lib if lib in FAST else pytest.param(lib, marks=pytest.mark.slow) for lib in LIBRARIES],
+)
+def library_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, LibraryRun]:
     library = request.param
     if importlib.util.find_spec(library) is None:  # never imported here: see the docstring
         pytest.skip(f"{library} is not installed")
@@ -116,11 +119,27 @@ def library_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     cases.write_text(json.dumps([{"name": n, "fault": f} for n, f in CASES.items()]))
     out = folder / "out"
     out.mkdir()
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3",
-           "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, str(HERE / "fault_check.py"), library,
-                           str(export.folder), str(cases), str(out)],
-                          capture_output=True, text=True, env=env, timeout=900)
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "GLOG_minloglevel": "2",
+        "PYTHONWARNINGS": "ignore",
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "fault_check.py"),
+            library,
+            str(export.folder),
+            str(cases),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return library, LibraryRun(out)
 
@@ -131,8 +150,11 @@ def _expected_s2_conv(s1: np.ndarray, rounding: Any) -> np.ndarray:
     x = np.pad(rounding(s1).astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     kernel = rounding(w["w2"]).astype(np.float64)
     height, width = s1.shape[2:]
-    out = sum(np.einsum("nchw,oc->nohw", x[:, :, i:i + height, j:j + width], kernel[:, :, i, j])
-              for i in range(3) for j in range(3))
+    out = sum(
+        np.einsum("nchw,oc->nohw", x[:, :, i : i + height, j : j + width], kernel[:, :, i, j])
+        for i in range(3)
+        for j in range(3)
+    )
     return out + w["b2"].astype(np.float64)[None, :, None, None]
 
 
@@ -155,15 +177,23 @@ def _layer_norm(s3: np.ndarray, epsilon: float) -> np.ndarray:
 def _batch_norm_s1(epsilon: float) -> np.ndarray:
     w = weights()
     x = np.pad(feed().astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-    conv = sum(np.einsum("nchw,oc->nohw", x[:, :, i:i + 16, j:j + 16], w["w1"][:, :, i, j])
-               for i in range(3) for j in range(3)) + w["b1"][None, :, None, None]
+    conv = (
+        sum(
+            np.einsum("nchw,oc->nohw", x[:, :, i : i + 16, j : j + 16], w["w1"][:, :, i, j])
+            for i in range(3)
+            for j in range(3)
+        )
+        + w["b1"][None, :, None, None]
+    )
     shape = (1, -1, 1, 1)
-    return ((conv - w["bn_mean"].reshape(shape)) / np.sqrt(w["bn_var"].reshape(shape) + epsilon)
-            * w["bn_scale"].reshape(shape) + w["bn_bias"].reshape(shape))
+    return (conv - w["bn_mean"].reshape(shape)) / np.sqrt(w["bn_var"].reshape(shape) + epsilon) * w[
+        "bn_scale"
+    ].reshape(shape) + w["bn_bias"].reshape(shape)
 
 
-def _check_definition(name: str, clean: dict[str, np.ndarray], faulty: dict[str, np.ndarray],
-                      prefix: str) -> None:
+def _check_definition(
+    name: str, clean: dict[str, np.ndarray], faulty: dict[str, np.ndarray], prefix: str
+) -> None:
     """The faulted anchor equals the fault's definition applied to the clean run."""
     s1, s2, s3 = (clean[f"{prefix}/{k}"] for k in ("s1", "s2", "s3"))
     got = faulty[f"{prefix}/{_stage_of(name)}"]
@@ -194,8 +224,9 @@ def _check_definition(name: str, clean: dict[str, np.ndarray], faulty: dict[str,
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_fault_changes_its_stage_only_and_as_defined(library_run: tuple[str, LibraryRun],
-                                                     name: str) -> None:
+def test_fault_changes_its_stage_only_and_as_defined(
+    library_run: tuple[str, LibraryRun], name: str
+) -> None:
     library, run = library_run
     result = run.results[name]
     assert "error" not in result, result.get("error")
@@ -222,8 +253,7 @@ def test_fault_changes_its_stage_only_and_as_defined(library_run: tuple[str, Lib
     assert record["nodes"] and record["label"] == f"{CASES[name]['kind']}@{stage}"
 
 
-def test_clean_participant_is_untouched_by_faulty_ones(library_run: tuple[str, LibraryRun]
-                                                       ) -> None:
+def test_clean_participant_is_untouched_by_faulty_ones(library_run: tuple[str, LibraryRun]) -> None:
     _, run = library_run
     before, after = run.arrays("clean"), run.arrays("clean_after")
     assert before.keys() == after.keys()

@@ -27,12 +27,38 @@ def values() -> np.ndarray:
     rng = np.random.default_rng(0)
     spread = rng.standard_normal(4000) * np.exp2(rng.uniform(-40, 40, 4000))
     f32 = np.float32
-    special = [0.0, -0.0, 1.0, -1.0, 2.0**-126, 2.0**-130, -(2.0**-149), 3 * 2.0**-140,
-               65504.0, 65519.0, 65520.0, -65520.0, 65536.0, 1e5, 1e30, -1e30, 2.0**100,
-               1 + 2.0**-8, 1 + 3 * 2.0**-8, -(1 + 2.0**-8),  # bfloat16 ties
-               1 + 2.0**-11, 1 + 3 * 2.0**-11,  # float16 ties
-               2.0**-25, 3 * 2.0**-25, 2.0**-14 - 2.0**-24, 2.0**-14 - 2.0**-26, 6e-8,
-               np.inf, -np.inf, np.nan]
+    special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.0**-126,
+        2.0**-130,
+        -(2.0**-149),
+        3 * 2.0**-140,
+        65504.0,
+        65519.0,
+        65520.0,
+        -65520.0,
+        65536.0,
+        1e5,
+        1e30,
+        -1e30,
+        2.0**100,
+        1 + 2.0**-8,
+        1 + 3 * 2.0**-8,
+        -(1 + 2.0**-8),  # bfloat16 ties
+        1 + 2.0**-11,
+        1 + 3 * 2.0**-11,  # float16 ties
+        2.0**-25,
+        3 * 2.0**-25,
+        2.0**-14 - 2.0**-24,
+        2.0**-14 - 2.0**-26,
+        6e-8,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ]
     return np.concatenate([spread, special]).astype(f32)
 
 
@@ -40,26 +66,30 @@ def _graph(build: Any, emulate: bool, n: int) -> onnx.ModelProto:
     math = OnnxFaultMath("fault", {"x"}, emulate_casts=emulate)
     result = build(math, "x")
     graph = helper.make_graph(
-        [*math.nodes, helper.make_node("Identity", [result], ["y"])], "g",
+        [*math.nodes, helper.make_node("Identity", [result], ["y"])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
-        initializer=math.initializers)
+        initializer=math.initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     return session.run(None, {"x": x})[0]
 
 
 def _openvino(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     ov = pytest.importorskip("openvino")
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU",
-                                  {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(
+        core.read_model(model.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
     return np.array(next(iter(compiled({"x": x}).values())))
 
 

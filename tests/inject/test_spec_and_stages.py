@@ -39,17 +39,22 @@ def test_fault_spec_round_trips_and_fills_the_default_severity() -> None:
     assert default.severity == 1.0
 
 
-@pytest.mark.parametrize(("fault", "message"), [
-    ({"stage": "s2", "op": "Conv", "kind": "int4"}, "unknown fault kind"),
-    ({"stage": "s2", "op": "Conv", "kind": "mantissa", "severity": 23}, "0..22"),
-    ({"stage": "s2", "op": "Conv", "kind": "mantissa", "severity": 7.5}, "0..22"),
-    ({"stage": "s2", "op": "Conv", "kind": "bf16", "severity": 0}, "> 0"),
-    ({"stage": "s4", "op": "LayerNormalization", "kind": "eps", "severity": 1},
-     "changes nothing"),
-    ({"stage": "s2", "op": "Conv", "kind": "approx_act"}, "applies to Erf, Exp, Sigmoid, Tanh"),
-    ({"stage": "s2", "op": "Sigmoid", "kind": "lowp_accum"}, "applies to Conv"),
-    ({"stage": "s2", "kind": "bf16"}, "missing op"),
-])
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ({"stage": "s2", "op": "Conv", "kind": "int4"}, "unknown fault kind"),
+        ({"stage": "s2", "op": "Conv", "kind": "mantissa", "severity": 23}, "0..22"),
+        ({"stage": "s2", "op": "Conv", "kind": "mantissa", "severity": 7.5}, "0..22"),
+        ({"stage": "s2", "op": "Conv", "kind": "bf16", "severity": 0}, "> 0"),
+        (
+            {"stage": "s4", "op": "LayerNormalization", "kind": "eps", "severity": 1},
+            "changes nothing",
+        ),
+        ({"stage": "s2", "op": "Conv", "kind": "approx_act"}, "applies to Erf, Exp, Sigmoid, Tanh"),
+        ({"stage": "s2", "op": "Sigmoid", "kind": "lowp_accum"}, "applies to Conv"),
+        ({"stage": "s2", "kind": "bf16"}, "missing op"),
+    ],
+)
 def test_invalid_faults_are_usage_errors(fault: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         FaultSpec.from_dict(fault)
@@ -81,7 +86,8 @@ def test_every_node_maps_to_the_stage_of_the_earliest_anchor_that_needs_it(chain
 
 
 def test_a_node_two_anchors_need_is_in_the_earlier_stage_and_dead_code_in_none(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # The head's Add reads s3's Sigmoid output (not an anchor, so not cut) instead of
     # tanh·exp: the Sigmoid is needed by s3 and by the output; Tanh/Exp/Mul become dead.
     export = build_export(tmp_path)
@@ -94,14 +100,17 @@ def test_a_node_two_anchors_need_is_in_the_earlier_stage_and_dead_code_in_none(
     assert not {"/head/Tanh", "/head/Exp", "/head/Mul", "/head/Scale"} & set(stages)
 
 
-@pytest.mark.parametrize(("stage", "op", "kind", "nodes"), [
-    ("s2", "Conv", "bf16", ["/s2/Conv"]),
-    ("s3", "*", "bf16", ["/s3/Sigmoid", "/s3/Mul"]),
-    ("output", "*", "approx_act", ["/head/Erf", "/head/Tanh", "/head/Exp"]),
-    ("output", "*", "lowp_accum", ["/head/MatMul"]),
-    ("s1", "*", "eps", ["/s1/BatchNormalization"]),
-    ("s4", "LayerNormalization", "eps", ["/s4/LayerNormalization"]),
-])
+@pytest.mark.parametrize(
+    ("stage", "op", "kind", "nodes"),
+    [
+        ("s2", "Conv", "bf16", ["/s2/Conv"]),
+        ("s3", "*", "bf16", ["/s3/Sigmoid", "/s3/Mul"]),
+        ("output", "*", "approx_act", ["/head/Erf", "/head/Tanh", "/head/Exp"]),
+        ("output", "*", "lowp_accum", ["/head/MatMul"]),
+        ("s1", "*", "eps", ["/s1/BatchNormalization"]),
+        ("s4", "LayerNormalization", "eps", ["/s4/LayerNormalization"]),
+    ],
+)
 def test_targets_are_the_matching_nodes_of_the_stage(chain, stage, op, kind, nodes) -> None:
     model, anchors = chain
     spec = FaultSpec.from_dict({"stage": stage, "op": op, "kind": kind})
@@ -121,12 +130,19 @@ def test_a_fault_that_matches_no_node_is_a_clear_error(chain) -> None:
 def test_plan_fault_reads_the_settings_and_records_the_nodes(tmp_path: Path) -> None:
     export = build_export(tmp_path)
     assert plan_fault({"threads": 1}, export) is None
-    planned = plan_fault({"fault": {"stage": "s3", "op": "Sigmoid", "kind": "approx_act",
-                                    "severity": 0.5}}, export)
+    planned = plan_fault(
+        {"fault": {"stage": "s3", "op": "Sigmoid", "kind": "approx_act", "severity": 0.5}}, export
+    )
     assert planned is not None
-    assert planned.record() == {"stage": "s3", "op": "Sigmoid", "kind": "approx_act",
-                                "severity": 0.5, "label": "approx_act@s3",
-                                "acts_on": "output", "nodes": ["/s3/Sigmoid"]}
+    assert planned.record() == {
+        "stage": "s3",
+        "op": "Sigmoid",
+        "kind": "approx_act",
+        "severity": 0.5,
+        "label": "approx_act@s3",
+        "acts_on": "output",
+        "nodes": ["/s3/Sigmoid"],
+    }
 
 
 def test_rewriting_a_graph_without_the_target_node_is_an_error(chain) -> None:

@@ -35,8 +35,7 @@ PRECISION_CONFIGURATIONS = {
 
 
 def all_names() -> list[str]:
-    return [f"{lib}[{c}]" if c else lib for lib, configs in CONFIGURATIONS.items()
-            for c in configs]
+    return [f"{lib}[{c}]" if c else lib for lib, configs in CONFIGURATIONS.items() for c in configs]
 
 
 @pytest.mark.parametrize("name", all_names())
@@ -89,7 +88,8 @@ def test_check_process_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_anpred_libs_lists_the_configurations() -> None:
-    proc = subprocess.run([sys.executable, "-m", "anpred", "libs"], capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred", "libs"], capture_output=True, text=True, check=True
+    )
     for name in PRECISION_CONFIGURATIONS:
         assert name in proc.stdout, name

@@ -71,8 +71,9 @@ class OnnxRuntimeRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:
-            model, consumed = isolation_model(self._graph(self.job.export.anchored_path),
-                                              self.names)
+            model, consumed = isolation_model(
+                self._graph(self.job.export.anchored_path), self.names
+            )
             self._isolation = (self._session(model.SerializeToString()), consumed)
         session, consumed = self._isolation
         by_name = {a.onnx_name: a.key for a in self.job.export.anchors}

@@ -50,8 +50,9 @@ class OpenVinoRunner(Runner):
         model = onnx.load(str(path))
         if self.fault is None:
             return model
-        return rewrite_model(model, self.fault.spec, self.fault.nodes, emulate_casts=True,
-                             library=self.library)
+        return rewrite_model(
+            model, self.fault.spec, self.fault.nodes, emulate_casts=True, library=self.library
+        )
 
     def activate_impl(self, job: ModelJob) -> None:
         self.core = ov.Core()
@@ -80,8 +81,9 @@ class OpenVinoRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:
-            model, consumed = isolation_model(self._graph(self.job.export.anchored_path),
-                                              self.names)
+            model, consumed = isolation_model(
+                self._graph(self.job.export.anchored_path), self.names
+            )
             ov_model = self.core.read_model(model.SerializeToString(), b"")
             self._isolation = (self._compile(ov_model), consumed)
         compiled, consumed = self._isolation

@@ -54,8 +54,9 @@ class _Isolating(torch.nn.Module):
     module computed (before replacement), so it holds only the error of its own stage.
     """
 
-    def __init__(self, model: torch.nn.Module, anchors: Sequence[Anchor],
-                 replaced: Sequence[str]) -> None:
+    def __init__(
+        self, model: torch.nn.Module, anchors: Sequence[Anchor], replaced: Sequence[str]
+    ) -> None:
         super().__init__()
         self.model = model
         self.anchors = list(anchors)
@@ -64,8 +65,9 @@ class _Isolating(torch.nn.Module):
         self.records: dict[str, Any] = {}
         self.keys: list[str] = []
         modules = dict(model.named_modules())
-        self._handles = [modules[a.module].register_forward_hook(self._hook(a.name))
-                         for a in self.anchors]
+        self._handles = [
+            modules[a.module].register_forward_hook(self._hook(a.name)) for a in self.anchors
+        ]
 
     def _hook(self, name: str) -> Any:
         def replace(_module: Any, _inputs: Any, output: Any) -> Any:
@@ -108,12 +110,18 @@ class NativeExecution:
         UsageError: On an unknown autocast dtype, or autocast with a float64 model.
     """
 
-    def __init__(self, model: torch.nn.Module, anchors: Sequence[Anchor],
-                 dtype: torch.dtype = torch.float32, compile: bool = False,
-                 autocast: str | None = None) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        anchors: Sequence[Anchor],
+        dtype: torch.dtype = torch.float32,
+        compile: bool = False,
+        autocast: str | None = None,
+    ) -> None:
         if autocast is not None and autocast not in AUTOCAST_DTYPES:
-            raise UsageError(f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, "
-                             f"not {autocast!r}")
+            raise UsageError(
+                f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, not {autocast!r}"
+            )
         if autocast is not None and dtype != torch.float32:
             raise UsageError("torch autocast needs a float32 model")
         self.anchors = [a for a in anchors if a.module]
@@ -134,8 +142,11 @@ class NativeExecution:
         return torch.compile(module, dynamic=False) if self.compiled else module
 
     def _context(self) -> AbstractContextManager[Any]:
-        return torch.autocast("cpu", dtype=AUTOCAST_DTYPES.get(self.autocast, torch.bfloat16),
-                              enabled=self.autocast is not None)
+        return torch.autocast(
+            "cpu",
+            dtype=AUTOCAST_DTYPES.get(self.autocast, torch.bfloat16),
+            enabled=self.autocast is not None,
+        )
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.dtype)
@@ -207,8 +218,7 @@ class TorchRunner(Runner):
         self.native: NativeExecution | None = None
         if job.zoo_model is None:
             self.step = Step.TRANSLATE
-            adapter_settings = {k: self.settings[k] for k in ADAPTER_SETTINGS
-                                if k in self.settings}
+            adapter_settings = {k: self.settings[k] for k in ADAPTER_SETTINGS if k in self.settings}
             self.program = TranslatedProgram("torch", job, adapter_settings)
             return
         from anpred.zoo.weights import load_model
@@ -218,9 +228,13 @@ class TorchRunner(Runner):
         for record in job.export.anchors:
             if record.module:
                 anchors[record.anchor] = Anchor(record.anchor, record.module, record.group)
-        self.native = NativeExecution(model.to(self.dtype).eval(), list(anchors.values()),
-                                      self.dtype, bool(self.settings.get("compile", False)),
-                                      self.settings.get("autocast"))
+        self.native = NativeExecution(
+            model.to(self.dtype).eval(),
+            list(anchors.values()),
+            self.dtype,
+            bool(self.settings.get("compile", False)),
+            self.settings.get("autocast"),
+        )
         if self.native.compiled:  # compile now, so that a failure is a compile symptom
             self.step = Step.COMPILE
             start = time.perf_counter()
@@ -276,18 +290,24 @@ class TorchRunner(Runner):
         }
         program = getattr(self, "program", None)
         if program is None:
-            settings["execution"] = ("torch.compile (inductor) of the anchored module"
-                                     if settings["compile"] else "eager (native module)")
+            settings["execution"] = (
+                "torch.compile (inductor) of the anchored module"
+                if settings["compile"]
+                else "eager (native module)"
+            )
         else:
             settings["execution"] = "anpred torch translators"
-            settings.update({k: v for k, v in program.adapter.settings().items()
-                             if k not in settings})
+            settings.update(
+                {k: v for k, v in program.adapter.settings().items() if k not in settings}
+            )
         if settings["compile"]:
             settings["compile_backend"] = "inductor"
             settings["compiled"] = (
-                "the translated graph, traced with make_fx" if program is not None else
-                "anchored wrapper (hooks registered before compile), hook-free plain copy, "
-                "isolation copy")
+                "the translated graph, traced with make_fx"
+                if program is not None
+                else "anchored wrapper (hooks registered before compile), hook-free plain copy, "
+                "isolation copy"
+            )
         if autocast is not None:
             settings["autocast_device"] = "cpu"
             settings["mkldnn_bf16_supported"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

@@ -170,6 +170,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run the evaluation grid and write its tables."""
+    from anpred.evaluation.campaign import evaluate
+    from anpred.evaluation.grid import load_grid
+    from anpred.evaluation.tables import write_tables
+
+    grid = load_grid(args.config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from anpred.execution.layout import write_json
+
+    write_json(out / "grid.json", grid.to_dict())
+    results = evaluate(grid, out, say=_say, threads=args.threads, parallel=args.parallel)
+    path = write_tables(results, out)
+    print(path.read_text())
+    print(f"eval: {path}")
+    return 0
+
+
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -232,6 +251,30 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         "--sizes", default="320,480,640", help="comma-separated input sizes (default 320,480,640)"
     )
     sweep.set_defaults(handler=cmd_sweep)
+
+    from anpred.cli.inject_command import add_inject_parser
+
+    add_inject_parser(sub, common)
+
+    evaluation = sub.add_parser(
+        "eval",
+        parents=[common],
+        help="evaluate detection/localization on injected faults and clean runs (RQ1-RQ3)",
+        description="Sweep models x faulty participants x stages x fault kinds x severities "
+        "(a JSON grid, --config; the default grid finishes in minutes) and write eval.md, "
+        "faults.csv and plots/: detection per method, localization accuracy, "
+        "characterization, false positives on clean fp32 runs.",
+    )
+    evaluation.add_argument(
+        "--config",
+        metavar="GRID.json",
+        help="grid file (default grid: "
+        "yolov8n, all libraries; onnxruntime faulty at every stage; bf16 and mantissa 7/10/14)",
+    )
+    evaluation.add_argument("--out", default="runs/eval", help="output folder (default runs/eval)")
+    evaluation.add_argument("--threads", type=int, default=1, help="threads per worker")
+    evaluation.add_argument("--parallel", type=int, default=2, help="workers at once")
+    evaluation.set_defaults(handler=cmd_eval)
 
     report = sub.add_parser(
         "report", parents=[common], help="re-render the report of a run directory"

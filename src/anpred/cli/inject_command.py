@@ -76,14 +76,18 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
     if args.list_targets:
         return _list_targets(args)
-    missing = [flag for flag, value in (("--lib", args.lib), ("--stage", args.stage),
-                                        ("--fault", args.fault)) if value is None]
+    missing = [
+        flag
+        for flag, value in (("--lib", args.lib), ("--stage", args.stage), ("--fault", args.fault))
+        if value is None
+    ]
     if missing:
         raise UsageError(f"{', '.join(missing)} required (--list-targets lists the stages)")
     kind = fault_kind(args.fault)
     severity = kind.default_severity if args.severity is None else args.severity
-    spec = FaultSpec.from_dict({"stage": args.stage, "op": args.op, "kind": kind.name,
-                                "severity": severity})
+    spec = FaultSpec.from_dict(
+        {"stage": args.stage, "op": args.op, "kind": kind.name, "severity": severity}
+    )
     base = parse_participant(args.lib)
     apply_faults([base], {base.name: spec.to_dict()}, native_torch=not is_onnx_path(args.model))
     name = faulty_name(base.name, spec)
@@ -93,58 +97,86 @@ def cmd_inject(args: argparse.Namespace) -> int:
     export = export_model(options, out, _say)
     nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)
     planned = PlannedFault(spec, tuple(nodes))
-    _say(f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {len(nodes)} "
-         f"{spec.op if spec.op != '*' else 'node'}(s) of stage {spec.stage} → participant {name}")
-    outcome = run(options, out, say=_say, threads=args.threads, parallel=args.parallel,
-                  timeout=args.timeout)
+    _say(
+        f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {len(nodes)} "
+        f"{spec.op if spec.op != '*' else 'node'}(s) of stage {spec.stage} → participant {name}"
+    )
+    outcome = run(
+        options, out, say=_say, threads=args.threads, parallel=args.parallel, timeout=args.timeout
+    )
     workers = read_json(out / "participants.json")
     if name not in workers:
-        raise UsageError(f"the run has no participant {name}: this pipeline does not apply "
-                         "RunOptions.extra['faults'] (see anpred.inject.participants)")
-    truth = ground_truth(out, name, base.name, base.library, planned, outcome.summary,
-                         outcome.exit_code)
+        raise UsageError(
+            f"the run has no participant {name}: this pipeline does not apply "
+            "RunOptions.extra['faults'] (see anpred.inject.participants)"
+        )
+    truth = ground_truth(
+        out, name, base.name, base.library, planned, outcome.summary, outcome.exit_code
+    )
     write_json(out / "ground_truth.json", truth)
     print_summary(outcome.summary, outcome.run_dir)
     detected = truth["detected"]
-    verdict = ("flagged at the injected stage" if detected["flagged_at_stage"]
-               else f"flagged first at {detected['first_flagged_anchor']}"
-               if detected["flagged"] else "not flagged")
+    verdict = (
+        "flagged at the injected stage"
+        if detected["flagged_at_stage"]
+        else f"flagged first at {detected['first_flagged_anchor']}"
+        if detected["flagged"]
+        else "not flagged"
+    )
     applied = "applied as planned" if truth["worker"]["applied_as_planned"] else "NOT confirmed"
-    print(f"ground truth: {name} ({applied}); oracle: {verdict}; "
-          f"{out / 'ground_truth.json'}")
+    print(f"ground truth: {name} ({applied}); oracle: {verdict}; {out / 'ground_truth.json'}")
     return outcome.exit_code
 
 
-def add_inject_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-                      common: argparse.ArgumentParser | None = None) -> None:
+def add_inject_parser(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    common: argparse.ArgumentParser | None = None,
+) -> None:
     """Register ``anpred inject`` (``common``: the parent parser every subcommand shares)."""
     from anpred.cli.commands import add_run_flags
     from anpred.inject.spec import fault_kinds
 
     kinds = fault_kinds()
-    kind_help = "; ".join(f"{k.name}: {k.summary} (severity: {k.severity_doc}; default "
-                          f"{k.default_severity})" for k in kinds.values())
+    kind_help = "; ".join(
+        f"{k.name}: {k.summary} (severity: {k.severity_doc}; default {k.default_severity})"
+        for k in kinds.values()
+    )
     inject = sub.add_parser(
-        "inject", parents=[common] if common is not None else [],
+        "inject",
+        parents=[common] if common is not None else [],
         help="run an analysis with a known fault injected into one participant",
         description="Run `anpred run` with one participant carrying a fault: one op kind, in "
         "one stage, replaced by a reduced-precision version of chosen severity. The faulty "
         "participant is named <participant>!<fault>@<stage> and replaces the clean one in "
         "--libs (or is added); ground_truth.json in the run directory records what was "
-        "injected where and what the oracle reported.")
+        "injected where and what the oracle reported.",
+    )
     fault = inject.add_argument_group("fault")
-    fault.add_argument("--lib", metavar="PARTICIPANT",
-                       help="participant to fault, e.g. onnxruntime, paddle, tensorflow[xla]")
-    fault.add_argument("--stage", metavar="ANCHOR",
-                       help="anchor key: the fault hits the nodes of the stage producing it "
-                       "(see --list-targets)")
-    fault.add_argument("--op", default="*",
-                       help="ONNX op type to fault (Conv, Sigmoid, ...); '*' = every node of "
-                       "the stage the fault applies to (default)")
+    fault.add_argument(
+        "--lib",
+        metavar="PARTICIPANT",
+        help="participant to fault, e.g. onnxruntime, paddle, tensorflow[xla]",
+    )
+    fault.add_argument(
+        "--stage",
+        metavar="ANCHOR",
+        help="anchor key: the fault hits the nodes of the stage producing it (see --list-targets)",
+    )
+    fault.add_argument(
+        "--op",
+        default="*",
+        help="ONNX op type to fault (Conv, Sigmoid, ...); '*' = every node of "
+        "the stage the fault applies to (default)",
+    )
     fault.add_argument("--fault", choices=list(kinds), help=kind_help)
-    fault.add_argument("--severity", type=_severity, default=None,
-                       help="fault strength (meaning depends on --fault; default per fault)")
-    fault.add_argument("--list-targets", action="store_true",
-                       help="list the stages and their op counts, then exit")
+    fault.add_argument(
+        "--severity",
+        type=_severity,
+        default=None,
+        help="fault strength (meaning depends on --fault; default per fault)",
+    )
+    fault.add_argument(
+        "--list-targets", action="store_true", help="list the stages and their op counts, then exit"
+    )
     add_run_flags(inject)
     inject.set_defaults(handler=cmd_inject)

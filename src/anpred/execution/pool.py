@@ -74,8 +74,9 @@ def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str
     return env
 
 
-def participant_env(participant: Participant, threads: int,
-                    extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def participant_env(
+    participant: Participant, threads: int, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Environment of ``participant``'s worker: :func:`worker_env` plus its own variables.
 
     A participant's ``settings["env"]`` (e.g. ``TF_ENABLE_ONEDNN_OPTS=0``) is applied last,

@@ -29,8 +29,9 @@ def _recorded(run_dir: Path, participant: str) -> tuple[str | None, dict[str, An
     return data.get("state"), (data.get("settings") or {}).get("fault")
 
 
-def detection(summary: Mapping[str, Any], participant: str, stage: str,
-              anchors: Sequence[str]) -> dict[str, Any]:
+def detection(
+    summary: Mapping[str, Any], participant: str, stage: str, anchors: Sequence[str]
+) -> dict[str, Any]:
     """What the analysis reported about ``participant``, scored against ``stage``.
 
     Returns:
@@ -61,17 +62,24 @@ def detection(summary: Mapping[str, Any], participant: str, stage: str,
         "flagged_at_stage": stage in ordered,
         "first_flagged_anchor": next(iter(ordered), None),
         "emergence": emergence,
-        "emergence_at_stage": (sum(1 for a in emergence.values() if a == stage)
-                               / len(emergence)) if emergence else None,
+        "emergence_at_stage": (sum(1 for a in emergence.values() if a == stage) / len(emergence))
+        if emergence
+        else None,
         "top_introduced_stage": mine.get("top_stage"),
         "blamed": bool(counts.get(participant)),
         "other_participants_flagged": others,
     }
 
 
-def ground_truth(run_dir: Path, participant: str, replaces: str, library: str,
-                 planned: PlannedFault, summary: Mapping[str, Any],
-                 exit_code: int | None = None) -> dict[str, Any]:
+def ground_truth(
+    run_dir: Path,
+    participant: str,
+    replaces: str,
+    library: str,
+    planned: PlannedFault,
+    summary: Mapping[str, Any],
+    exit_code: int | None = None,
+) -> dict[str, Any]:
     """Assemble ``ground_truth.json`` for a finished inject run.
 
     Args:
@@ -103,8 +111,11 @@ def ground_truth(run_dir: Path, participant: str, replaces: str, library: str,
             "applied_as_planned": recorded is not None
             and recorded.get("nodes") == list(planned.nodes),
         },
-        "clean_participants": [p["participant"] for p in summary.get("participants", [])
-                               if p.get("participant") != participant],
+        "clean_participants": [
+            p["participant"]
+            for p in summary.get("participants", [])
+            if p.get("participant") != participant
+        ],
         "detected": detection(summary, participant, spec.stage, anchors),
         "exit_code": exit_code,
     }

@@ -61,8 +61,9 @@ class FaultMath(ABC):
         """Keep the top ``bits`` of the 23 fraction bits of ``x`` (round toward zero)."""
 
     @abstractmethod
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         """Piecewise-linear table lookup.
 
         With ``t = (clip(x, start, start + n*step) - start) / step`` and
@@ -87,6 +88,8 @@ def library_math(library: str) -> FaultMath:
         UsageError: For a library without translated fault injection.
     """
     if library not in MATH_MODULES:
-        raise UsageError(f"fault injection through translators is not available for "
-                         f"{library}; it is for {', '.join(MATH_MODULES)}")
+        raise UsageError(
+            f"fault injection through translators is not available for "
+            f"{library}; it is for {', '.join(MATH_MODULES)}"
+        )
     return importlib.import_module(MATH_MODULES[library]).MATH()

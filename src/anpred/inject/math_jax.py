@@ -32,8 +32,9 @@ class JaxFaultMath(FaultMath):
         as_int = lax.bitcast_convert_type(x, jnp.int32)
         return lax.bitcast_convert_type(as_int & jnp.int32(mantissa_mask(bits)), jnp.float32)
 
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         jnp = self._jnp
         n = len(values)
         clipped = jnp.clip(x, jnp.float32(start), jnp.float32(start + n * step))

@@ -31,8 +31,9 @@ class PaddleFaultMath(FaultMath):
         mask = paddle.full([], mantissa_mask(bits), dtype="int32")
         return paddle.view(paddle.bitwise_and(as_int, mask), paddle.float32)
 
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         paddle = self._paddle
         n = len(values)
         clipped = paddle.clip(x, float(np.float32(start)), float(np.float32(start + n * step)))

@@ -46,16 +46,18 @@ class TensorFlowFaultMath(FaultMath):
         masked = tf.bitwise.bitwise_and(as_int, tf.constant(mantissa_mask(bits), tf.int32))
         return tf.bitcast(masked, tf.float32)
 
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         tf = self._tf
         n = len(values)
         clipped = tf.clip_by_value(x, np.float32(start), np.float32(start + n * step))
         t = (clipped - np.float32(start)) * np.float32(1.0 / step)
         i = tf.minimum(tf.floor(t), np.float32(n - 1))
         index = tf.cast(i, tf.int32)
-        return (tf.gather(tf.constant(values), index)
-                + (t - i) * tf.gather(tf.constant(slopes), index))
+        return tf.gather(tf.constant(values), index) + (t - i) * tf.gather(
+            tf.constant(slopes), index
+        )
 
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return x + np.float32(scale) * (y - x)

@@ -31,8 +31,9 @@ class TorchFaultMath(FaultMath):
         as_int = x.contiguous().view(torch.int32)
         return (as_int & mantissa_mask(bits)).view(torch.float32)
 
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         torch = self._torch
         n = len(values)
         clipped = torch.clamp(x, float(np.float32(start)), float(np.float32(start + n * step)))

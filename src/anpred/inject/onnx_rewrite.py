@@ -94,21 +94,23 @@ class OnnxFaultMath(FaultMath):
         big = self.op("Mul", x, self.const(2.0 ** (24 - keep_bits) + 1.0))
         return self.op("Sub", big, self.op("Sub", big, x))
 
-    def _where_magnitude(self, x: str, low: float, high: float, inside: str,
-                         outside: str) -> str:
+    def _where_magnitude(self, x: str, low: float, high: float, inside: str, outside: str) -> str:
         """``inside`` where ``low <= |x| <= high``, else ``outside``."""
         magnitude = self.op("Abs", x)
-        test = self.op("And",
-                       self.op("GreaterOrEqual", magnitude, self.const(low), float_out=False),
-                       self.op("LessOrEqual", magnitude, self.const(high), float_out=False),
-                       float_out=False)
+        test = self.op(
+            "And",
+            self.op("GreaterOrEqual", magnitude, self.const(low), float_out=False),
+            self.op("LessOrEqual", magnitude, self.const(high), float_out=False),
+            float_out=False,
+        )
         return self.op("Where", test, inside, outside)
 
     def round_trip(self, x: Any, dtype: str) -> Any:
         if not self.emulate_casts:
             return self.op("Cast", self.op("Cast", x, to=_CAST_TO[dtype]), to=TensorProto.FLOAT)
-        rounded = self._where_magnitude(x, _SPLIT_RANGE[0], _SPLIT_RANGE[1],
-                                        self._split(x, _SIGNIFICANT_BITS[dtype]), x)
+        rounded = self._where_magnitude(
+            x, _SPLIT_RANGE[0], _SPLIT_RANGE[1], self._split(x, _SIGNIFICANT_BITS[dtype]), x
+        )
         if dtype != "float16":
             return rounded
         # float16 subnormals: multiples of 2**-24, rounded half to even by Round.
@@ -129,8 +131,9 @@ class OnnxFaultMath(FaultMath):
         signed = self.op("Where", negative, self.op("Neg", kept), kept)
         return self._where_magnitude(x, _SPLIT_RANGE[0], _SPLIT_RANGE[1], signed, x)
 
-    def lookup_linear(self, x: Any, start: float, step: float, values: np.ndarray,
-                      slopes: np.ndarray) -> Any:
+    def lookup_linear(
+        self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
+    ) -> Any:
         n = len(values)
         clipped = self.op("Clip", x, self.const(start), self.const(start + n * step))
         t = self.op("Mul", self.op("Sub", clipped, self.const(start)), self.const(1.0 / step))
@@ -147,15 +150,22 @@ class OnnxFaultMath(FaultMath):
 def _float_names(model: onnx.ModelProto) -> set[str]:
     inferred = onnx.shape_inference.infer_shapes(model)
     graph = inferred.graph
-    names = {vi.name for vi in [*graph.value_info, *graph.output, *graph.input]
-             if vi.type.HasField("tensor_type")
-             and vi.type.tensor_type.elem_type == TensorProto.FLOAT}
+    names = {
+        vi.name
+        for vi in [*graph.value_info, *graph.output, *graph.input]
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == TensorProto.FLOAT
+    }
     names |= {init.name for init in graph.initializer if init.data_type == TensorProto.FLOAT}
     return names
 
 
-def rewrite_model(model: onnx.ModelProto, spec: FaultSpec, targets: Iterable[str],
-                  emulate_casts: bool = False, library: str = "onnxruntime") -> onnx.ModelProto:
+def rewrite_model(
+    model: onnx.ModelProto,
+    spec: FaultSpec,
+    targets: Iterable[str],
+    emulate_casts: bool = False,
+    library: str = "onnxruntime",
+) -> onnx.ModelProto:
     """Return a copy of ``model`` with the fault applied to the ``targets`` nodes.
 
     Args:
@@ -176,8 +186,10 @@ def rewrite_model(model: onnx.ModelProto, spec: FaultSpec, targets: Iterable[str
     found = {node_key(n) for n in graph.node} & wanted
     if found != wanted:
         missing = sorted(wanted - found)[:3]
-        raise UsageError(f"{library}: fault {spec.label} targets node(s) missing from the "
-                         f"graph: {', '.join(missing)}")
+        raise UsageError(
+            f"{library}: fault {spec.label} targets node(s) missing from the "
+            f"graph: {', '.join(missing)}"
+        )
     floats = _float_names(model) if kind.target is not Target.ATTRIBUTE else set()
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(graph.node):
@@ -208,8 +220,11 @@ def rewrite_model(model: onnx.ModelProto, spec: FaultSpec, targets: Iterable[str
             nodes.extend(math.nodes)
             for original, renamed_name, value in zip(originals, renamed, faulted, strict=True):
                 if renamed_name != original:
-                    nodes.append(helper.make_node("Identity", [value], [original],
-                                                  name=f"{math.prefix}/{original}"))
+                    nodes.append(
+                        helper.make_node(
+                            "Identity", [value], [original], name=f"{math.prefix}/{original}"
+                        )
+                    )
         graph.initializer.extend(math.initializers)
     del graph.node[:]
     graph.node.extend(nodes)

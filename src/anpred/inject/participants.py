@@ -38,8 +38,9 @@ def is_faulty(name: str) -> bool:
 def faulty_participant(participant: Participant, spec: FaultSpec) -> Participant:
     """Return ``participant`` with ``spec`` in its settings and its faulty name."""
     settings = {**participant.settings, SETTINGS_KEY: spec.to_dict()}
-    return Participant(faulty_name(participant.name, spec), participant.library,
-                       participant.config, settings)
+    return Participant(
+        faulty_name(participant.name, spec), participant.library, participant.config, settings
+    )
 
 
 def parse_faults(faults: Mapping[str, Mapping[str, Any]]) -> dict[str, FaultSpec]:
@@ -54,9 +55,11 @@ def parse_faults(faults: Mapping[str, Mapping[str, Any]]) -> dict[str, FaultSpec
     return parsed
 
 
-def apply_faults(participants: Sequence[Participant],
-                 faults: Mapping[str, Mapping[str, Any]] | None,
-                 native_torch: bool = True) -> list[Participant]:
+def apply_faults(
+    participants: Sequence[Participant],
+    faults: Mapping[str, Mapping[str, Any]] | None,
+    native_torch: bool = True,
+) -> list[Participant]:
     """Return the run's participants with the faulty ones in place of their clean version.
 
     A faulty participant takes the place of the clean participant of the same name, or is
@@ -80,9 +83,11 @@ def apply_faults(participants: Sequence[Participant],
             raise UsageError(f"the fp64 reference {REFERENCE64} cannot carry a fault")
         base = parse_participant(name)
         if base.library == "torch" and native_torch:
-            raise UsageError("torch runs the native module for zoo models, which has no fault "
-                             "injection; inject into another library, or give an ONNX file "
-                             "(torch then runs through its translators)")
+            raise UsageError(
+                "torch runs the native module for zoo models, which has no fault "
+                "injection; inject into another library, or give an ONNX file "
+                "(torch then runs through its translators)"
+            )
         faulty = faulty_participant(base, spec)
         names = [p.name for p in result]
         if name in names:

@@ -32,8 +32,12 @@ class PlannedFault:
 
     def record(self) -> dict[str, Any]:
         """The ground-truth record: spec, label, what it acts on and the nodes."""
-        return {**self.spec.to_dict(), "label": self.spec.label, "acts_on": self.target,
-                "nodes": list(self.nodes)}
+        return {
+            **self.spec.to_dict(),
+            "label": self.spec.label,
+            "acts_on": self.target,
+            "nodes": list(self.nodes),
+        }
 
 
 def stage_anchors(export: AnchoredExport) -> list[StageAnchor]:
@@ -41,8 +45,9 @@ def stage_anchors(export: AnchoredExport) -> list[StageAnchor]:
     return [StageAnchor(a.key, a.onnx_name) for a in export.anchors]
 
 
-def plan_fault(settings: Mapping[str, Any], export: AnchoredExport,
-               anchored: onnx.ModelProto | None = None) -> PlannedFault | None:
+def plan_fault(
+    settings: Mapping[str, Any], export: AnchoredExport, anchored: onnx.ModelProto | None = None
+) -> PlannedFault | None:
     """Resolve the fault a participant's settings carry against ``export``.
 
     Args:

@@ -62,8 +62,7 @@ class FaultSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {"stage": self.stage, "op": self.op, "kind": self.kind,
-                "severity": self.severity}
+        return {"stage": self.stage, "op": self.op, "kind": self.kind, "severity": self.severity}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
@@ -77,8 +76,12 @@ class FaultSpec:
             raise UsageError(f"fault is missing {', '.join(missing)}: {dict(data)}")
         kind = fault_kind(str(data["kind"]))
         severity = data.get("severity")
-        spec = cls(str(data["stage"]), str(data["op"]), kind.name,
-                   kind.default_severity if severity is None else severity)
+        spec = cls(
+            str(data["stage"]),
+            str(data["op"]),
+            kind.name,
+            kind.default_severity if severity is None else severity,
+        )
         kind.check(spec)
         return spec
 
@@ -123,27 +126,37 @@ class FaultKind(ABC):
     def check(self, spec: FaultSpec) -> None:
         """Raise :class:`UsageError` when ``spec`` does not fit this kind (op, severity)."""
         if self.ops is not None and spec.op != ANY_OP and spec.op not in self.ops:
-            raise UsageError(f"fault {self.name} applies to {', '.join(sorted(self.ops))}, "
-                             f"not {spec.op}")
+            raise UsageError(
+                f"fault {self.name} applies to {', '.join(sorted(self.ops))}, not {spec.op}"
+            )
         self.check_severity(spec.severity)
 
     def check_severity(self, severity: float) -> None:
         """Raise :class:`UsageError` for an invalid severity (default: must be > 0)."""
         if not isinstance(severity, int | float) or not severity > 0:
-            raise UsageError(f"fault {self.name}: severity must be a number > 0 "
-                             f"({self.severity_doc}), not {severity!r}")
+            raise UsageError(
+                f"fault {self.name}: severity must be a number > 0 "
+                f"({self.severity_doc}), not {severity!r}"
+            )
 
     def applies_to(self, op_type: str) -> bool:
         """Whether the kind can act on nodes of ``op_type``."""
         return self.ops is None or op_type in self.ops
 
-    def inputs(self, math: FaultMath, spec: FaultSpec, op_type: str,
-               values: Sequence[Any]) -> list[Any]:
+    def inputs(
+        self, math: FaultMath, spec: FaultSpec, op_type: str, values: Sequence[Any]
+    ) -> list[Any]:
         """Return the op's operands after the fault (:attr:`Target.INPUT` kinds)."""
         raise NotImplementedError(f"fault {self.name} does not act on inputs")
 
-    def outputs(self, math: FaultMath, spec: FaultSpec, op_type: str,
-                inputs: Sequence[Any], values: Sequence[Any]) -> list[Any]:
+    def outputs(
+        self,
+        math: FaultMath,
+        spec: FaultSpec,
+        op_type: str,
+        inputs: Sequence[Any],
+        values: Sequence[Any],
+    ) -> list[Any]:
         """Return the op's outputs after the fault (:attr:`Target.OUTPUT` kinds).
 
         ``inputs`` are the op's operands (only when :attr:`needs_inputs`, else empty).

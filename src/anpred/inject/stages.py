@@ -71,8 +71,11 @@ def node_stages(model: onnx.ModelProto, anchors: Sequence[StageAnchor]) -> dict[
 def _float_outputs(model: onnx.ModelProto) -> set[str]:
     inferred = onnx.shape_inference.infer_shapes(model)
     graph = inferred.graph
-    return {vi.name for vi in [*graph.value_info, *graph.output, *graph.input]
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == _FLOAT}
+    return {
+        vi.name
+        for vi in [*graph.value_info, *graph.output, *graph.input]
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == _FLOAT
+    }
 
 
 def stage_ops(model: onnx.ModelProto, anchors: Sequence[StageAnchor]) -> dict[str, Counter[str]]:
@@ -86,8 +89,9 @@ def stage_ops(model: onnx.ModelProto, anchors: Sequence[StageAnchor]) -> dict[st
     return counts
 
 
-def resolve_targets(model: onnx.ModelProto, anchors: Sequence[StageAnchor],
-                    spec: FaultSpec) -> list[str]:
+def resolve_targets(
+    model: onnx.ModelProto, anchors: Sequence[StageAnchor], spec: FaultSpec
+) -> list[str]:
     """Return the keys of the nodes ``spec`` applies to, in graph order.
 
     A node is targeted when it is in the fault's stage, its op matches (``"*"``: any op
@@ -117,6 +121,7 @@ def resolve_targets(model: onnx.ModelProto, anchors: Sequence[StageAnchor],
         targets.append(node_key(node))
     if not targets:
         ops = ", ".join(f"{op}×{n}" for op, n in sorted(present.items())) or "no ops"
-        raise UsageError(f"fault {spec.kind} on {spec.op} matches no node of stage "
-                         f"{spec.stage!r} (it has {ops})")
+        raise UsageError(
+            f"fault {spec.kind} on {spec.op} matches no node of stage {spec.stage!r} (it has {ops})"
+        )
     return targets

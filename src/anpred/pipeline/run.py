@@ -266,6 +266,11 @@ def run(
     """
     started = time.perf_counter()
     participants = parse_participants(list(options.libs))
+    if options.extra.get("faults"):
+        from anpred.inject.participants import EXTRA_KEY, apply_faults
+
+        participants = apply_faults(participants, options.extra[EXTRA_KEY],
+                                    native_torch=not is_onnx_path(options.model))
     if REFERENCE32 not in [p.name for p in participants]:
         participants.insert(0, parse_participant(REFERENCE32))
     if not is_onnx_path(options.model):

@@ -58,7 +58,10 @@ class JaxAdapter(LibraryAdapter):
                 raise UsageError(f"unknown jax setting {key!r}; known: {sorted(DEFAULT_SETTINGS)}")
             merged[key] = value
         if merged["dtype"] not in FLOAT_DTYPES:
-            raise UsageError(f"jax dtype must be one of {FLOAT_DTYPES}, not {merged['dtype']!r}")
+            raise UsageError(
+                "jax dtype must be float32 or float64 (or bfloat16, the bf16 compute mode), "
+                f"not {merged['dtype']!r}"
+            )
         if merged["matmul_precision"] not in ("default", "high", "highest"):
             raise UsageError(
                 "jax matmul_precision must be default, high or highest, "

@@ -82,8 +82,13 @@ class PaddleAdapter(LibraryAdapter):
 
     name = "paddle"
 
-    def __init__(self, dtype: str = "float32", threads: int | None = None,
-                 static: bool = False, env: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        dtype: str = "float32",
+        threads: int | None = None,
+        static: bool = False,
+        env: dict[str, Any] | None = None,
+    ) -> None:
         if dtype not in _FLOAT_DTYPES:
             raise UsageError(f"paddle dtype must be one of {_FLOAT_DTYPES}, got {dtype!r}")
         if threads is not None and (not isinstance(threads, int) or threads < 1):

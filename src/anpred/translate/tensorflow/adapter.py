@@ -92,12 +92,17 @@ class TensorFlowAdapter(LibraryAdapter):
         merged["env"] = check_process_env("tensorflow", merged["env"])
         mixed = merged["mixed_precision"]
         if mixed is not None and mixed not in MIXED_PRECISION:
-            raise UsageError(f"tensorflow mixed_precision must be one of {sorted(MIXED_PRECISION)}"
-                             f" or None, not {mixed!r}")
-        if mixed is not None and (not merged["function"] or merged["jit_compile"]
-                                  or merged["dtype"] != "float32"):
-            raise UsageError("tensorflow mixed_precision rewrites a float32 tf.function graph: "
-                             "it needs function=True, jit_compile=False, dtype=float32")
+            raise UsageError(
+                f"tensorflow mixed_precision must be one of {sorted(MIXED_PRECISION)}"
+                f" or None, not {mixed!r}"
+            )
+        if mixed is not None and (
+            not merged["function"] or merged["jit_compile"] or merged["dtype"] != "float32"
+        ):
+            raise UsageError(
+                "tensorflow mixed_precision rewrites a float32 tf.function graph: "
+                "it needs function=True, jit_compile=False, dtype=float32"
+            )
         if merged["threads"] is not None:
             merged["threads"] = _set_threads(merged["threads"])
         merged["onednn"] = _onednn_enabled()

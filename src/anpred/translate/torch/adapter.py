@@ -71,8 +71,9 @@ class TorchAdapter(LibraryAdapter):
             raise UsageError(f"torch dtype must be one of {sorted(_FLOAT_DTYPES)}, not {dtype!r}")
         autocast = settings.get("autocast")
         if autocast is not None and autocast not in AUTOCAST_DTYPES:
-            raise UsageError(f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, "
-                             f"not {autocast!r}")
+            raise UsageError(
+                f"torch autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, not {autocast!r}"
+            )
         if autocast is not None and dtype != "float32":
             raise UsageError("torch autocast needs a float32 graph")
         self.env = check_process_env("torch", settings.get("env"))
@@ -115,9 +116,13 @@ class TorchAdapter(LibraryAdapter):
         def run(*args: Any) -> Any:
             token = _RUN_FLOAT_DTYPE.set(self._float)
             try:
-                with torch.no_grad(), torch.autocast(
-                    "cpu", dtype=AUTOCAST_DTYPES.get(autocast, torch.bfloat16),
-                    enabled=autocast is not None,
+                with (
+                    torch.no_grad(),
+                    torch.autocast(
+                        "cpu",
+                        dtype=AUTOCAST_DTYPES.get(autocast, torch.bfloat16),
+                        enabled=autocast is not None,
+                    ),
                 ):
                     return target(*args)
             finally:
@@ -162,4 +167,3 @@ def _traced_then_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
         return compiled[0](*args)
 
     return run
-

@@ -1,0 +1,101 @@
+"""The evaluation grid: which models, participants, stages, fault kinds and severities.
+
+A grid is a JSON file (``anpred eval --config grid.json``); every key is optional and
+falls back to :data:`DEFAULT_GRID`, which finishes in minutes on a laptop CPU::
+
+    {"models": ["yolov8n"], "libs": "all", "faulty": ["onnxruntime"],
+     "stages": "all", "images": 2,
+     "faults": [{"kind": "bf16", "op": "*", "severities": [1]},
+                {"kind": "mantissa", "op": "*", "severities": [7, 10, 14]}]}
+
+``stages: "all"`` means every anchor but the final output. The full grid of the paper's
+evaluation (six models, every library, every kind) is the same file with longer lists.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anpred.errors import UsageError
+
+
+@dataclass(frozen=True)
+class FaultAxis:
+    """One fault kind on one op type, at several severities."""
+
+    kind: str
+    op: str = "*"
+    severities: tuple[float, ...] = (1,)
+
+
+@dataclass(frozen=True)
+class EvalGrid:
+    """What ``anpred eval`` sweeps."""
+
+    models: tuple[str, ...] = ("yolov8n",)
+    libs: str = "all"
+    faulty: tuple[str, ...] = ("onnxruntime",)
+    stages: tuple[str, ...] | str = "all"
+    images: int = 2
+    granularity: str = "stage"
+    faults: tuple[FaultAxis, ...] = field(
+        default_factory=lambda: (
+            FaultAxis("bf16", "*", (1,)),
+            FaultAxis("mantissa", "*", (7, 10, 14)),
+        )
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (written next to the results)."""
+        return {
+            "models": list(self.models),
+            "libs": self.libs,
+            "faulty": list(self.faulty),
+            "stages": self.stages if isinstance(self.stages, str) else list(self.stages),
+            "images": self.images,
+            "granularity": self.granularity,
+            "faults": [
+                {"kind": f.kind, "op": f.op, "severities": list(f.severities)} for f in self.faults
+            ],
+        }
+
+
+DEFAULT_GRID = EvalGrid()
+
+
+def load_grid(path: str | Path | None) -> EvalGrid:
+    """Read a grid file (JSON); missing keys take the defaults.
+
+    Raises:
+        UsageError: Unreadable file or unknown keys.
+    """
+    if path is None:
+        return DEFAULT_GRID
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"cannot read grid {str(path)!r}: {err}") from None
+    known = set(DEFAULT_GRID.to_dict())
+    unknown = set(data) - known
+    if unknown:
+        raise UsageError(f"unknown grid key(s) {sorted(unknown)}; known: {sorted(known)}")
+    faults = (
+        tuple(
+            FaultAxis(f["kind"], f.get("op", "*"), tuple(f.get("severities", [1])))
+            for f in data.get("faults", [])
+        )
+        or DEFAULT_GRID.faults
+    )
+    stages = data.get("stages", "all")
+    return EvalGrid(
+        models=tuple(data.get("models", DEFAULT_GRID.models)),
+        libs=data.get("libs", DEFAULT_GRID.libs),
+        faulty=tuple(data.get("faulty", DEFAULT_GRID.faulty)),
+        stages=stages if isinstance(stages, str) else tuple(stages),
+        images=int(data.get("images", DEFAULT_GRID.images)),
+        granularity=data.get("granularity", DEFAULT_GRID.granularity),
+        faults=faults,
+    )

@@ -1,0 +1,250 @@
+"""The evaluation's tables (Markdown + CSV) and plot, from the campaign's rows.
+
+- RQ1 detection: per fault kind and severity, the detection rate of anpred (any anchor
+  finding for the faulty participant) and of every output-level baseline (failing the
+  faulty participant on an input where it passed the clean one); and the faults anpred
+  detects that no baseline sees at the output.
+- RQ2 localization: share of faults whose stage is ranked first / in the top 3 by stage
+  isolation, whose emergence anchor is the injected stage, whose library is blamed.
+- RQ3 characterization (clean runs): stage concentration, propagation, masking,
+  channel concentration per model and participant.
+- False positives on the clean runs: anpred's findings per (participant, anchor, input)
+  cell and each baseline's failures per (participant, input) cell.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from anpred.evaluation.campaign import ModelResult
+from anpred.participants import REFERENCE32
+
+
+def _rate(values: Sequence[bool]) -> str:
+    return (
+        f"{sum(values)}/{len(values)} ({100 * sum(values) / len(values):.0f} %)" if values else "-"
+    )
+
+
+def _baselines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return sorted({k for r in rows for k in r if k.startswith("baseline:")})
+
+
+def detection_table(rows: Sequence[dict[str, Any]]) -> str:
+    """RQ1: detection rate per method by fault kind and severity."""
+    baselines = _baselines(rows)
+    head = ["model", "kind", "severity", "faults", "anpred"] + [
+        b.split(":", 1)[1] for b in baselines
+    ]
+    head += ["anpred only (no baseline)", "baseline only (anpred missed)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["kind"], r["severity"]), []).append(r)
+    for (model, kind, severity), group in groups.items():
+        anpred = [r["anpred_detected"] for r in group]
+        any_base = [any(r[b] for b in baselines) for r in group]
+        cells = [model, kind, str(severity), str(len(group)), _rate(anpred)]
+        cells += [_rate([r[b] for r in group]) for b in baselines]
+        cells.append(str(sum(a and not b for a, b in zip(anpred, any_base, strict=True))))
+        cells.append(str(sum(b and not a for a, b in zip(anpred, any_base, strict=True))))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def localization_table(rows: Sequence[dict[str, Any]]) -> str:
+    """RQ2: stage and library localization of injected faults."""
+    head = [
+        "model",
+        "library",
+        "kind",
+        "severity",
+        "faults",
+        "detected",
+        "stage top-1 (isolation)",
+        "stage top-3 (isolation)",
+        "emergence = stage",
+        "library blamed",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups: dict[tuple[str, str, str, Any], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["library"], r["kind"], r["severity"]), []).append(r)
+    for (model, lib, kind, severity), group in groups.items():
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    model,
+                    lib,
+                    kind,
+                    str(severity),
+                    str(len(group)),
+                    _rate([r["anpred_detected"] for r in group]),
+                    _rate([r["isolation_top1"] for r in group]),
+                    _rate([r["isolation_top3"] for r in group]),
+                    _rate([r["emergence_at_stage"] >= 0.5 for r in group]),
+                    _rate([r["library_blamed"] for r in group]),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def misses(rows: Sequence[dict[str, Any]]) -> str:
+    """Faults anpred did not localize to the exact stage and library, with their numbers."""
+    lines = [
+        "| participant | kind | severity | stage | detected | first flagged at stage | "
+        "isolation top-1 | blamed | stage rel L2 vs fp64 | output rel L2 vs fp64 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["isolation_top1"] and r["library_blamed"] and r["anpred_flagged_at_stage"]:
+            continue
+        lines.append(
+            f"| {r['participant']} | {r['kind']} | {r['severity']} | {r['stage']} | "
+            f"{r['anpred_detected']} | {r['anpred_flagged_at_stage']} | "
+            f"{r['isolation_top1']} | {r['library_blamed']} | "
+            f"{r['stage_rel_l2_vs_fp64'] or 0:.1e} | {r['output_rel_l2_vs_fp64'] or 0:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def false_positive_table(results: Sequence[ModelResult]) -> str:
+    """False-positive rate of every method on the clean fp32 runs."""
+    lines = ["| model | method | flagged cells | rate |", "|---|---|---|---|"]
+    for res in results:
+        s = res.clean
+        judged = [
+            p["participant"]
+            for p in s.get("participants", [])
+            if p.get("status") in ("ok", "non-finite")
+        ]
+        n_inputs, n_anchors = len(s.get("inputs", [])), len(s.get("anchors", []))
+        cells = len(judged) * n_inputs * n_anchors
+        flagged = len(s.get("findings", []))
+        lines.append(
+            f"| {res.model} | anpred (anchors) | {flagged}/{cells} | "
+            f"{100 * flagged / max(cells, 1):.2f} % |"
+        )
+        others = [p for p in judged if p != REFERENCE32]
+        for name, per in s.get("baselines", {}).items():
+            failed = sum(len(per.get(p, {}).get("failed_inputs", [])) for p in others)
+            total = len(others) * n_inputs
+            lines.append(
+                f"| {res.model} | {name} (output) | {failed}/{total} | "
+                f"{100 * failed / max(total, 1):.2f} % |"
+            )
+    return "\n".join(lines)
+
+
+def characterization_table(results: Sequence[ModelResult]) -> str:
+    """RQ3 on the clean runs: concentration, propagation, dimension."""
+    lines = [
+        "| model | participant | top introduced stage | top-1 share | Gini | direction "
+        "changes | worst anchor | top-5 % channel share | border/interior |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        loc = res.clean.get("localization", {}).get("participants", {})
+        prop = res.clean.get("characterization", {}).get("propagation", {})
+        for p, data in loc.items():
+            conc = data.get("concentration") or {}
+            pr = prop.get(p, {})
+            dim = pr.get("dimension_at_worst", {})
+
+            def f(v: Any, spec: str = ".2f") -> str:
+                return "-" if v is None else format(v, spec)
+
+            lines.append(
+                f"| {res.model} | {p} | {data.get('top_stage')} | "
+                f"{f(conc.get('top_shares', {}).get('1'))} | {f(conc.get('gini'))} | "
+                f"{f(pr.get('direction_changes'), '.1f')} | {pr.get('worst_anchor')} | "
+                f"{f(dim.get('top_channel_share'))} | {f(dim.get('border_interior_ratio'))} |"
+            )
+    return "\n".join(lines)
+
+
+def detection_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Detection rate per method against fault severity (one panel per kind)."""
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = sorted({r["kind"] for r in rows})
+    methods = ["anpred_detected", *_baselines(rows)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.6), squeeze=False)
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        sub = [r for r in rows if r["kind"] == kind]
+        severities = sorted({r["severity"] for r in sub})
+        for method in methods:
+            rates = [
+                sum(r[method] for r in sub if r["severity"] == s)
+                / max(1, sum(1 for r in sub if r["severity"] == s))
+                for s in severities
+            ]
+            label = "anpred (anchors)" if method == "anpred_detected" else method.split(":", 1)[1]
+            ax.plot(
+                [str(s) for s in severities],
+                rates,
+                marker="o",
+                label=label,
+                linewidth=2.5 if method == "anpred_detected" else 1,
+            )
+        ax.set_title(f"fault: {kind}")
+        ax.set_xlabel("severity")
+        ax.set_ylabel("detection rate")
+        ax.set_ylim(-0.05, 1.05)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
+    """Write ``eval.md``, ``faults.csv`` and ``plots/detection.png``; return the Markdown path."""
+    rows = [r for res in results for r in res.rows]
+    if rows:
+        with open(out / "faults.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    plot = detection_plot(rows, out / "plots" / "detection.png")
+    text = [
+        "# anpred evaluation",
+        "",
+        "## RQ1 detection (injected faults)",
+        "",
+        detection_table(rows) if rows else "no faults",
+        "",
+        "## RQ2 localization (injected faults)",
+        "",
+        localization_table(rows) if rows else "no faults",
+        "",
+        "### Faults not localized to the exact stage and library",
+        "",
+        misses(rows) if rows else "none",
+        "",
+        "## RQ3 characterization (clean fp32 runs)",
+        "",
+        characterization_table(results),
+        "",
+        "## False positives on clean fp32 runs",
+        "",
+        false_positive_table(results),
+        "",
+    ]
+    if plot:
+        text += ["![detection](plots/detection.png)", ""]
+    path = out / "eval.md"
+    path.write_text("\n".join(text))
+    return path
