@@ -144,7 +144,7 @@ def run_fault(
                 _link(participant_dir(base, name), participant_dir(fault_dir, name))
         input_ids = read_json(base / "inputs.json")["ids"]
         job = {
-            "model": ModelJob(export, zoo_model=model).to_dict(),
+            "model": ModelJob(export, zoo_model=None if is_onnx_path(model) else model).to_dict(),
             "inputs": str((fault_dir / "inputs.npz").resolve()),
         }
         results = run_workers(
