@@ -103,7 +103,7 @@ def settings_without_fault(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class FaultKind(ABC):
-    """A way of reducing an op's precision; subclasses are registered, never subclassed.
+    """A way of reducing an op's precision; concrete kinds are registered and final.
 
     Class attributes:
         name: Registry key (``--fault``).
