@@ -56,22 +56,31 @@ def _measure(job: dict[str, Any]) -> dict[str, Any]:
         return {"anchors": len(capture.arrays)}
     with np.load(job["reference"]) as data:
         fed = {key: data[key].astype(np.float32) for key in data.files}
-    calls = {"plain": lambda: runner.infer_plain(feed), "anchored": lambda: runner.infer(feed),
-             "isolate": lambda: runner.isolate(feed, fed)}
+    calls = {
+        "plain": lambda: runner.infer_plain(feed),
+        "anchored": lambda: runner.infer(feed),
+        "isolate": lambda: runner.isolate(feed, fed),
+    }
     for _ in range(job["warmup"]):
         for call in calls.values():
             call()
     names = list(calls)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     for rep in range(job["reps"]):
-        for name in names[rep % 3:] + names[:rep % 3]:
+        for name in names[rep % 3 :] + names[: rep % 3]:
             begin = time.perf_counter()
             calls[name]()
             seconds[name].append(time.perf_counter() - begin)
     anchor_bytes = sum(a.nbytes for a in runner.infer(feed).arrays.values())
-    return {"library": job["library"], "version": runner.version(), "seconds": seconds,
-            "import_s": imported, "activate_s": runner.timings.get("load"),
-            "anchor_mb": anchor_bytes / 1e6, "settings": runner.describe_settings()}
+    return {
+        "library": job["library"],
+        "version": runner.version(),
+        "seconds": seconds,
+        "import_s": imported,
+        "activate_s": runner.timings.get("load"),
+        "anchor_mb": anchor_bytes / 1e6,
+        "settings": runner.describe_settings(),
+    }
 
 
 def _iqr(numerator: list[float], denominator: list[float]) -> str:
@@ -100,9 +109,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="3 repetitions, 1 warm-up")
     parser.add_argument("--reps", type=int, help="timed repetitions (default 20; quick 3)")
     parser.add_argument("--warmup", type=int, help="warm-up calls (default 3; quick 1)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="thread variables of the worker environment, as `anpred run "
-                        "--threads` sets them (default 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="thread variables of the worker environment, as `anpred run "
+        "--threads` sets them (default 1)",
+    )
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -111,15 +124,23 @@ def main() -> int:
         return _child(args.child)
     reps = args.reps or (3 if args.quick else 20)
     warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
-    libraries = [lib for lib in DEFAULT_LIBRARIES if is_available(lib)] if args.libs == "all" \
+    libraries = (
+        [lib for lib in DEFAULT_LIBRARIES if is_available(lib)]
+        if args.libs == "all"
         else args.libs.split(",")
+    )
     work = args.work or Path(tempfile.mkdtemp(prefix="anpred-bench-capture-"))
     say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     workload = prepare_workload(args.model, 1, work, say)
     env = worker_env(args.threads)
-    base = {"model": workload.job, "inputs": str(workload.inputs),
-            "input_id": workload.input_ids[0], "reference": str(work / "reference64.npz"),
-            "reps": reps, "warmup": warmup}
+    base = {
+        "model": workload.job,
+        "inputs": str(workload.inputs),
+        "input_id": workload.input_ids[0],
+        "reference": str(work / "reference64.npz"),
+        "reps": reps,
+        "warmup": warmup,
+    }
 
     def child(name: str, job: dict[str, Any]) -> dict[str, Any]:
         path = work / f"job-{name}.json"
@@ -127,8 +148,7 @@ def main() -> int:
         return run_child(SCRIPT, ["--child", str(path)], env)[0]
 
     say("fp64 reference anchors (torch runner, float64)")
-    child("reference", {"library": "torch", "settings": {"dtype": "float64"},
-                        "mode": "reference"})
+    child("reference", {"library": "torch", "settings": {"dtype": "float64"}, "mode": "reference"})
     results = []
     for library in libraries:
         say(f"{library}: {warmup} warm-up + {reps} timed repetitions")
@@ -138,26 +158,59 @@ def main() -> int:
     for r in results:
         sec = r["seconds"]
         plain, anchored, isolate = (median_ms(sec[k]) for k in ("plain", "anchored", "isolate"))
-        rows.append([r["library"], r["version"].split("-")[0], f"{plain:.1f}", f"{anchored:.1f}",
-                     f"{anchored / plain:.3f}", _iqr(sec["anchored"], sec["plain"]),
-                     f"{isolate:.1f}", f"{isolate / anchored:.3f}",
-                     _iqr(sec["isolate"], sec["anchored"]), f"{r['anchor_mb']:.1f}"])
-    print(f"## Capture overhead — {args.model}, input {workload.input_ids[0]!r}, "
-          f"{args.threads} thread(s), median of {reps} after {warmup} warm-up\n")
+        rows.append(
+            [
+                r["library"],
+                r["version"].split("-")[0],
+                f"{plain:.1f}",
+                f"{anchored:.1f}",
+                f"{anchored / plain:.3f}",
+                _iqr(sec["anchored"], sec["plain"]),
+                f"{isolate:.1f}",
+                f"{isolate / anchored:.3f}",
+                _iqr(sec["isolate"], sec["anchored"]),
+                f"{r['anchor_mb']:.1f}",
+            ]
+        )
+    print(
+        f"## Capture overhead — {args.model}, input {workload.input_ids[0]!r}, "
+        f"{args.threads} thread(s), median of {reps} after {warmup} warm-up\n"
+    )
     print(f"{machine_note()}\n")
-    print(markdown_table(["library", "version", "plain ms", "anchored ms", "anchored/plain",
-                          "(IQR)", "isolate ms", "isolate/anchored", "(IQR)", "anchors MB"],
-                         rows))
-    print("\nRatios are between medians; (IQR) is the interquartile range of the same ratio "
-          "taken per repetition (the calls of one repetition run back to back), a measure of "
-          "the noise.")
+    print(
+        markdown_table(
+            [
+                "library",
+                "version",
+                "plain ms",
+                "anchored ms",
+                "anchored/plain",
+                "(IQR)",
+                "isolate ms",
+                "isolate/anchored",
+                "(IQR)",
+                "anchors MB",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\nRatios are between medians; (IQR) is the interquartile range of the same ratio "
+        "taken per repetition (the calls of one repetition run back to back), a measure of "
+        "the noise."
+    )
     worst = max((float(r[7]) for r in rows), default=float("nan"))
     verdict = "meets" if worst <= ISOLATION_TARGET else "misses"
-    print(f"\nStage isolation: worst isolate/anchored {worst:.2f}× ({verdict} the "
-          f"≤ {ISOLATION_TARGET}× target).")
+    print(
+        f"\nStage isolation: worst isolate/anchored {worst:.2f}× ({verdict} the "
+        f"≤ {ISOLATION_TARGET}× target)."
+    )
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "reps": reps, "warmup": warmup,
-                                         "results": results}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"model": args.model, "reps": reps, "warmup": warmup, "results": results}, indent=1
+            )
+        )
     return 0
 
 

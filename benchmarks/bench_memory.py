@@ -67,10 +67,18 @@ def synthesize_run(source: Path, dest: Path, n_inputs: int) -> list[str]:
         shutil.copy(source / name, dest / name)
     options = json.loads((source / "run.json").read_text())
     (dest / "run.json").write_text(json.dumps({**options, "images": n_inputs}, indent=1))
-    (dest / "inputs.json").write_text(json.dumps({
-        "ids": new_ids,
-        "sources": {new: f"duplicate of {old} ({inputs.get('sources', {}).get(old, '')})"
-                    for new, old in origin.items()}}, indent=1))
+    (dest / "inputs.json").write_text(
+        json.dumps(
+            {
+                "ids": new_ids,
+                "sources": {
+                    new: f"duplicate of {old} ({inputs.get('sources', {}).get(old, '')})"
+                    for new, old in origin.items()
+                },
+            },
+            indent=1,
+        )
+    )
     for folder in sorted((source / "captures").iterdir()):
         target = dest / "captures" / folder.name
         target.mkdir(parents=True)
@@ -95,8 +103,9 @@ def analysed_bytes(run_dir: Path) -> int:
                 path = folder / f"{input_id}.{kind}.npz"
                 if path.exists():
                     with zipfile.ZipFile(path) as archive:
-                        total += sum(i.file_size for i in archive.infolist()
-                                     if i.filename != PLAIN_MEMBER)
+                        total += sum(
+                            i.file_size for i in archive.infolist() if i.filename != PLAIN_MEMBER
+                        )
     return total
 
 
@@ -119,10 +128,19 @@ def _analyse(run_dir: str, trace: bool) -> int:
     summary = analyse(Path(run_dir))
     seconds = time.perf_counter() - start
     traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace else None
-    print(json.dumps({"seconds": seconds, "rss_after_imports_mb": after_imports,
-                      "rss_peak_mb": rss_mb(), "tracemalloc_peak_mb": traced,
-                      "inputs": len(summary["inputs"]),
-                      "participants": len(summary["participants"])}), flush=True)
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "rss_after_imports_mb": after_imports,
+                "rss_peak_mb": rss_mb(),
+                "tracemalloc_peak_mb": traced,
+                "inputs": len(summary["inputs"]),
+                "participants": len(summary["participants"]),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -131,10 +149,26 @@ def _source_run(args: argparse.Namespace, work: Path) -> Path:
         return args.source
     out = work / "source"
     libs = args.libs or ("torch,onnxruntime" if args.quick else "all")
-    print(f"source run: anpred run {args.model} --libs {libs} --images 2", file=sys.stderr,
-          flush=True)
-    proc = subprocess.run([PYTHON, "-m", "anpred", "run", args.model, "--libs", libs,
-                           "--images", "2", "--out", str(out)], capture_output=True, text=True)
+    print(
+        f"source run: anpred run {args.model} --libs {libs} --images 2", file=sys.stderr, flush=True
+    )
+    proc = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "anpred",
+            "run",
+            args.model,
+            "--libs",
+            libs,
+            "--images",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"source run failed:\n{proc.stderr[-3000:]}")
     return out
@@ -143,17 +177,25 @@ def _source_run(args: argparse.Namespace, work: Path) -> Path:
 def main() -> int:
     """Build the synthetic run directories, analyse each in a fresh process, print tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path,
-                        help="a finished run directory to duplicate (default: a fresh "
-                        "`anpred run MODEL --images 2`)")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help="a finished run directory to duplicate (default: a fresh "
+        "`anpred run MODEL --images 2`)",
+    )
     parser.add_argument("--model", default="yolov8n", help="model of the fresh source run")
-    parser.add_argument("--libs", help="libraries of the fresh source run "
-                        "(default all; quick torch,onnxruntime)")
-    parser.add_argument("--sizes", type=int, nargs="+", help="inputs per synthetic run "
-                        "(default 8 32; quick 2 8)")
+    parser.add_argument(
+        "--libs", help="libraries of the fresh source run (default all; quick torch,onnxruntime)"
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="inputs per synthetic run (default 8 32; quick 2 8)"
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 2 8")
-    parser.add_argument("--tracemalloc", action="store_true",
-                        help="also trace allocations (tracemalloc peak; slower)")
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="also trace allocations (tracemalloc peak; slower)",
+    )
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--analyse", help=argparse.SUPPRESS)
@@ -175,29 +217,47 @@ def main() -> int:
         results.append({**result, "n": n, "mb": megabytes, "process_wall_s": wall})
 
     participants = results[0]["participants"]
-    print(f"## Analysis memory — synthetic runs from {source} ({participants} participants "
-          "+ fp64 reference), one fresh process per size\n")
+    print(
+        f"## Analysis memory — synthetic runs from {source} ({participants} participants "
+        "+ fp64 reference), one fresh process per size\n"
+    )
     print(f"{machine_note()}\n")
-    header = ["inputs", "MB analysed", "analyse s", "MB/s", "RSS after imports MB",
-              "peak RSS MB", "peak growth MB"]
+    header = [
+        "inputs",
+        "MB analysed",
+        "analyse s",
+        "MB/s",
+        "RSS after imports MB",
+        "peak RSS MB",
+        "peak growth MB",
+    ]
     if args.tracemalloc:
         header.append("tracemalloc peak MB")
     rows = []
     for r in results:
-        row = [r["n"], f"{r['mb']:.0f}", f"{r['seconds']:.1f}", f"{r['mb'] / r['seconds']:.1f}",
-               f"{r['rss_after_imports_mb']:.0f}", f"{r['rss_peak_mb']:.0f}",
-               f"{r['rss_peak_mb'] - r['rss_after_imports_mb']:.0f}"]
+        row = [
+            r["n"],
+            f"{r['mb']:.0f}",
+            f"{r['seconds']:.1f}",
+            f"{r['mb'] / r['seconds']:.1f}",
+            f"{r['rss_after_imports_mb']:.0f}",
+            f"{r['rss_peak_mb']:.0f}",
+            f"{r['rss_peak_mb'] - r['rss_after_imports_mb']:.0f}",
+        ]
         if args.tracemalloc:
             row.append(f"{r['tracemalloc_peak_mb']:.0f}")
         rows.append(row)
     print(markdown_table(header, rows))
     small, large = results[0], results[-1]
     ratio = large["rss_peak_mb"] / small["rss_peak_mb"]
-    growth = ((large["rss_peak_mb"] - large["rss_after_imports_mb"])
-              / max(small["rss_peak_mb"] - small["rss_after_imports_mb"], 1e-9))
+    growth = (large["rss_peak_mb"] - large["rss_after_imports_mb"]) / max(
+        small["rss_peak_mb"] - small["rss_after_imports_mb"], 1e-9
+    )
     verdict = "meets" if ratio <= 1 + FLAT_TARGET else "misses"
-    print(f"\npeak RSS {large['n']} / {small['n']} inputs: {ratio:.2f}× ({verdict} the "
-          f"flat-within-{FLAT_TARGET:.0%} target); growth over imports: {growth:.2f}×.")
+    print(
+        f"\npeak RSS {large['n']} / {small['n']} inputs: {ratio:.2f}× ({verdict} the "
+        f"flat-within-{FLAT_TARGET:.0%} target); growth over imports: {growth:.2f}×."
+    )
     if args.tracemalloc:
         traced = large["tracemalloc_peak_mb"] / small["tracemalloc_peak_mb"]
         print(f"tracemalloc peak {large['n']} / {small['n']} inputs: {traced:.2f}×.")

@@ -42,8 +42,14 @@ from workload import PYTHON, machine_note, markdown_table, prepare_workload, run
 SCRIPT = Path(__file__).resolve()
 #: anpred run may take at most this multiple of the bare side.
 RUN_TARGET = 1.3
-IMPORT_NAMES = {"torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino",
-                "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle"}
+IMPORT_NAMES = {
+    "torch": "torch",
+    "onnxruntime": "onnxruntime",
+    "openvino": "openvino",
+    "tensorflow": "tensorflow",
+    "jax": "jax",
+    "paddle": "paddle",
+}
 
 
 def _bare(job_path: str) -> int:
@@ -64,21 +70,30 @@ def _bare(job_path: str) -> int:
     for feed in feeds:
         runner.infer_plain(feed)
     done = time.perf_counter()
-    print(json.dumps({"library": job["library"], "version": runner.version(),
-                      "import_s": imported - start, "load_s": loaded - imported,
-                      "infer_s": done - loaded}), flush=True)
+    print(
+        json.dumps(
+            {
+                "library": job["library"],
+                "version": runner.version(),
+                "import_s": imported - start,
+                "load_s": loaded - imported,
+                "infer_s": done - loaded,
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
-def _timed_run(command: list[str], env: dict[str, str], log: Path
-               ) -> tuple[float, float, list[tuple[float, str]]]:
+def _timed_run(
+    command: list[str], env: dict[str, str], log: Path
+) -> tuple[float, float, list[tuple[float, str]]]:
     """Run ``anpred run``; return its start (epoch), wall time and timed progress lines."""
     epoch = time.time()
     start = time.perf_counter()
     lines: list[tuple[float, str]] = []
     with open(log.with_suffix(".stdout"), "w") as stdout, open(log, "w") as progress:
-        proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                env=env)
+        proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append((time.perf_counter() - start, line.rstrip()))
@@ -92,18 +107,27 @@ def _timed_run(command: list[str], env: dict[str, str], log: Path
     return epoch, wall, lines
 
 
-def _phases(lines: list[tuple[float, str]], summary_at: float | None, wall: float
-            ) -> list[tuple[str, float]]:
+def _phases(
+    lines: list[tuple[float, str]], summary_at: float | None, wall: float
+) -> list[tuple[str, float]]:
     """Split the run's wall time into phases from its progress lines."""
+
     def first(pattern: str) -> float | None:
         return next((t for t, line in lines if re.search(pattern, line)), None)
 
-    marks = [("start, export (cached), inputs", first(r"^\d+ inputs, \d+ anchors")),
-             ("fp64 reference worker", first(r"\[torch\[fp64\]\] (ok|non-finite|crash|timeout|"
-                                             r"error|already)")),
-             ("participant workers", first(r"^analyse:")),
-             ("analysis", summary_at),
-             ("report, summary print, exit", wall)]
+    marks = [
+        ("start, export (cached), inputs", first(r"^\d+ inputs, \d+ anchors")),
+        (
+            "fp64 reference worker",
+            first(
+                r"\[torch\[fp64\]\] (ok|non-finite|crash|timeout|"
+                r"error|already)"
+            ),
+        ),
+        ("participant workers", first(r"^analyse:")),
+        ("analysis", summary_at),
+        ("report, summary print, exit", wall),
+    ]
     phases, previous = [], 0.0
     for name, at in marks:
         if at is None:
@@ -132,8 +156,7 @@ def _storage_cost(run_dir: Path, scratch: Path) -> dict[str, float]:
         with np.load(path) as data:
             total_mb += sum(data[key].nbytes for key in data.files) / 1e6
     timings = {}
-    writers = {"write_arrays": write_arrays,
-               "savez": lambda path, values: np.savez(path, **values)}
+    writers = {"write_arrays": write_arrays, "savez": lambda path, values: np.savez(path, **values)}
     for name, write in writers.items():
         seconds = []
         for _ in range(3):
@@ -178,24 +201,49 @@ def main() -> int:
     workload = prepare_workload(args.model, images, work / "bare", say)
     for library in libraries:
         say(f"warm the OS file cache: import {library} (not timed)")
-        subprocess.run([PYTHON, "-c", f"import {IMPORT_NAMES[library]}"], env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [PYTHON, "-c", f"import {IMPORT_NAMES[library]}"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
 
     bare: list[dict[str, Any]] = []
     for library in libraries:
         say(f"bare {library}: import, load, plain inference on {images} inputs")
         path = work / f"bare-{library}.json"
-        path.write_text(json.dumps({"library": library, "model": workload.job,
-                                    "inputs": str(workload.inputs),
-                                    "input_ids": workload.input_ids}))
+        path.write_text(
+            json.dumps(
+                {
+                    "library": library,
+                    "model": workload.job,
+                    "inputs": str(workload.inputs),
+                    "input_ids": workload.input_ids,
+                }
+            )
+        )
         result, wall = run_child(SCRIPT, ["--bare", str(path)], env)
         bare.append({**result, "wall_s": wall})
     bare_total = sum(b["wall_s"] for b in bare)
 
     out = work / "run"
-    command = [PYTHON, "-m", "anpred", "run", args.model, "--libs", libs, "--images", str(images),
-               "--out", str(out), "--threads", str(args.threads),
-               "--parallel", str(args.parallel)]
+    command = [
+        PYTHON,
+        "-m",
+        "anpred",
+        "run",
+        args.model,
+        "--libs",
+        libs,
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        "--threads",
+        str(args.threads),
+        "--parallel",
+        str(args.parallel),
+    ]
     say(" ".join(["anpred", *command[3:]]))
     started, wall, lines = _timed_run(command, {**os.environ}, work / "anpred-run.log")
     summary = out / "summary.json"
@@ -203,47 +251,111 @@ def main() -> int:
     phases = _phases(lines, summary_at, wall)
     workers = json.loads((out / "participants.json").read_text())
 
-    print(f"## anpred run vs bare inference — {args.model}, {images} inputs, libs {libs}, "
-          f"{args.threads} thread(s) per process, anpred --parallel {args.parallel}\n")
+    print(
+        f"## anpred run vs bare inference — {args.model}, {images} inputs, libs {libs}, "
+        f"{args.threads} thread(s) per process, anpred --parallel {args.parallel}\n"
+    )
     print(f"{machine_note()}\n")
     ratio = wall / bare_total
-    print(markdown_table(["side", "wall s", "ratio"], [
-        ["bare inference (sum over libraries)", f"{bare_total:.1f}", "1.00"],
-        [f"anpred run ({len(workers)} workers incl. fp64 reference)", f"{wall:.1f}",
-         f"{ratio:.2f}"],
-    ]))
+    print(
+        markdown_table(
+            ["side", "wall s", "ratio"],
+            [
+                ["bare inference (sum over libraries)", f"{bare_total:.1f}", "1.00"],
+                [
+                    f"anpred run ({len(workers)} workers incl. fp64 reference)",
+                    f"{wall:.1f}",
+                    f"{ratio:.2f}",
+                ],
+            ],
+        )
+    )
     verdict = "meets" if ratio <= RUN_TARGET else "misses"
     print(f"\nanpred / bare = {ratio:.2f}× ({verdict} the ≤ {RUN_TARGET}× target).\n")
     print("### Bare side per library (process wall time from outside)\n")
-    print(markdown_table(["library", "version", "import s", "load s", f"{images} inferences s",
-                          "process wall s"],
-                         [[b["library"], b["version"], f"{b['import_s']:.1f}",
-                           f"{b['load_s']:.1f}", f"{b['infer_s']:.1f}", f"{b['wall_s']:.1f}"]
-                          for b in bare]))
+    print(
+        markdown_table(
+            [
+                "library",
+                "version",
+                "import s",
+                "load s",
+                f"{images} inferences s",
+                "process wall s",
+            ],
+            [
+                [
+                    b["library"],
+                    b["version"],
+                    f"{b['import_s']:.1f}",
+                    f"{b['load_s']:.1f}",
+                    f"{b['infer_s']:.1f}",
+                    f"{b['wall_s']:.1f}",
+                ]
+                for b in bare
+            ],
+        )
+    )
     print("\n### anpred run phases (from its progress lines)\n")
-    print(markdown_table(["phase", "s", "share"],
-                         [[name, f"{s:.1f}", f"{100 * s / wall:.0f}%"] for name, s in phases]))
+    print(
+        markdown_table(
+            ["phase", "s", "share"],
+            [[name, f"{s:.1f}", f"{100 * s / wall:.0f}%"] for name, s in phases],
+        )
+    )
     print("\n### anpred workers (their own timings, s)\n")
     keys = ["import", "load", "first_inference", "inference", "isolation"]
-    print(markdown_table(["participant", "status", *keys],
-                         [[name, w["status"], *(f"{w['timings'].get(k, 0):.1f}" for k in keys)]
-                          for name, w in workers.items()]))
-    print("\n(`inference`/`isolation`: the last call's time; `first_inference` includes "
-          "compilation.)")
+    print(
+        markdown_table(
+            ["participant", "status", *keys],
+            [
+                [name, w["status"], *(f"{w['timings'].get(k, 0):.1f}" for k in keys)]
+                for name, w in workers.items()
+            ],
+        )
+    )
+    print(
+        "\n(`inference`/`isolation`: the last call's time; `first_inference` includes compilation.)"
+    )
     storage = _storage_cost(out, work)
     print("\n### Capture files (measured after the run, on its largest fp32 capture)\n")
-    print(markdown_table(
-        ["writer", "s per MB", "file size / data", f"estimate for the run's {storage['files']} "
-         f"files ({storage['total_mb']:.0f} MB)"],
-        [[name, f"{storage[name]:.4f}", f"{storage[name + '_size_ratio']:.2f}",
-          f"{storage[name] * storage['total_mb']:.0f} s (CPU, spread over the workers)"]
-         for name in ("write_arrays", "savez")]))
+    print(
+        markdown_table(
+            [
+                "writer",
+                "s per MB",
+                "file size / data",
+                f"estimate for the run's {storage['files']} files ({storage['total_mb']:.0f} MB)",
+            ],
+            [
+                [
+                    name,
+                    f"{storage[name]:.4f}",
+                    f"{storage[name + '_size_ratio']:.2f}",
+                    f"{storage[name] * storage['total_mb']:.0f} s (CPU, spread over the workers)",
+                ]
+                for name in ("write_arrays", "savez")
+            ],
+        )
+    )
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "libs": libs, "images": images,
-                                         "storage": storage,
-                                         "bare": bare, "bare_total_s": bare_total,
-                                         "anpred_s": wall, "ratio": ratio,
-                                         "phases": dict(phases), "workers": workers}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "libs": libs,
+                    "images": images,
+                    "storage": storage,
+                    "bare": bare,
+                    "bare_total_s": bare_total,
+                    "anpred_s": wall,
+                    "ratio": ratio,
+                    "phases": dict(phases),
+                    "workers": workers,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

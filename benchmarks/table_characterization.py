@@ -44,9 +44,11 @@ def rows(run_dir: Path) -> list[str]:
 
 def main() -> int:
     """Print the tables."""
-    print("| model | participant | top introduced stage | top-1 share | top-3 share | Gini | "
-          "direction changes | findings | masked (allclose) | worst anchor | "
-          "top-5% channel share | border/interior |")
+    print(
+        "| model | participant | top introduced stage | top-1 share | top-3 share | Gini | "
+        "direction changes | findings | masked (allclose) | worst anchor | "
+        "top-5% channel share | border/interior |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for arg in sys.argv[1:]:
         print("\n".join(rows(Path(arg))))

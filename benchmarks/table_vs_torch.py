@@ -45,13 +45,17 @@ def table(run_dir: Path) -> list[str]:
                 elif d > worst:
                     worst, worst_anchor = d, anchor
         model = read_json(run_dir / "run.json")["model"]
-        rows.append(f"| {model} | {name} | {len(inputs)} | {out:.2e} | {worst:.2e} ({worst_anchor}) |")
+        rows.append(
+            f"| {model} | {name} | {len(inputs)} | {out:.2e} | {worst:.2e} ({worst_anchor}) |"
+        )
     return rows
 
 
 def main() -> int:
     """Print the table."""
-    print("| model | participant | inputs | output rel L2 vs torch | worst anchor rel L2 vs torch |")
+    print(
+        "| model | participant | inputs | output rel L2 vs torch | worst anchor rel L2 vs torch |"
+    )
     print("|---|---|---|---|---|")
     for arg in sys.argv[1:]:
         print("\n".join(table(Path(arg))))

@@ -69,8 +69,9 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
     return Workload(job, folder / "inputs.npz", ids, seconds)
 
 
-def run_child(script: Path, args: Sequence[str], env: Mapping[str, str],
-              timeout: float = 1800) -> tuple[dict[str, Any], float]:
+def run_child(
+    script: Path, args: Sequence[str], env: Mapping[str, str], timeout: float = 1800
+) -> tuple[dict[str, Any], float]:
     """Run ``script`` in a fresh Python process; return its last stdout JSON line and wall time.
 
     The wall time is taken from outside: process start, imports and exit are included.
@@ -79,8 +80,9 @@ def run_child(script: Path, args: Sequence[str], env: Mapping[str, str],
         RuntimeError: The child failed or printed no JSON result.
     """
     start = time.perf_counter()
-    proc = subprocess.run([PYTHON, str(script), *args], capture_output=True, text=True,
-                          env=dict(env), timeout=timeout)
+    proc = subprocess.run(
+        [PYTHON, str(script), *args], capture_output=True, text=True, env=dict(env), timeout=timeout
+    )
     wall = time.perf_counter() - start
     lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -96,6 +98,7 @@ def median_ms(seconds: Sequence[float]) -> float:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Render a Markdown table (numbers right-aligned)."""
+
     def cell(value: Any) -> str:
         return "" if value is None else str(value)
 
@@ -107,8 +110,9 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
             return False
         return True
 
-    aligns = ["---:" if rows and all(numeric(r[i]) for r in rows) else "---"
-              for i in range(len(header))]
+    aligns = [
+        "---:" if rows and all(numeric(r[i]) for r in rows) else "---" for i in range(len(header))
+    ]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(aligns) + " |"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -122,10 +126,15 @@ def machine_note() -> str:
     cpu = platform.processor() or platform.machine()
     info = Path("/proc/cpuinfo")
     if info.exists():
-        names = [ln.split(":", 1)[1].strip() for ln in info.read_text().splitlines()
-                 if ln.startswith("model name")]
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in info.read_text().splitlines()
+            if ln.startswith("model name")
+        ]
         cpu = names[0] if names else cpu
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load} (other work on the "
-            "machine slows both sides of a ratio alike only if it is steady)")
+    return (
+        f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load} (other work on the "
+        "machine slows both sides of a ratio alike only if it is steady)"
+    )

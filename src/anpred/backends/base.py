@@ -8,6 +8,7 @@ except the worker.
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -100,6 +101,11 @@ class Runner(ABC):
         self.step = Step.LOAD
         self.timings: dict[str, float] = {}
         self._job: ModelJob | None = None
+
+    @property
+    def threads(self) -> int:
+        """Compute threads: the ``threads`` setting, else the worker's ``ANPRED_THREADS``."""
+        return int(self.settings.get("threads") or os.environ.get("ANPRED_THREADS", 1))
 
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 4)

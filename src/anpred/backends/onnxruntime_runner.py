@@ -37,7 +37,7 @@ class OnnxRuntimeRunner(Runner):
 
     def _session(self, model: str | bytes) -> ort.InferenceSession:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = int(self.settings.get("threads", 1))
+        options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = OPT_LEVELS[self.settings.get("optimization", "O3")]
         options.log_severity_level = 3
@@ -87,7 +87,7 @@ class OnnxRuntimeRunner(Runner):
 
     def describe_settings(self) -> dict[str, Any]:
         settings: dict[str, Any] = {
-            "threads": int(self.settings.get("threads", 1)),
+            "threads": self.threads,
             "optimization": self.settings.get("optimization", "O3"),
             "provider": "CPUExecutionProvider",
         }

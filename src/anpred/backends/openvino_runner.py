@@ -35,7 +35,7 @@ class OpenVinoRunner(Runner):
     def _compile(self, model: Any) -> Any:
         config = {
             "INFERENCE_PRECISION_HINT": self.settings.get("precision", "f32"),
-            "INFERENCE_NUM_THREADS": int(self.settings.get("threads", 1)),
+            "INFERENCE_NUM_THREADS": self.threads,
             "PERFORMANCE_HINT": "LATENCY",
         }
         return self.core.compile_model(model, "CPU", config)
@@ -97,7 +97,7 @@ class OpenVinoRunner(Runner):
 
     def describe_settings(self) -> dict[str, Any]:
         settings: dict[str, Any] = {
-            "threads": int(self.settings.get("threads", 1)),
+            "threads": self.threads,
             "precision": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
             if hasattr(self, "compiled")
             else self.settings.get("precision", "f32"),

@@ -32,9 +32,14 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write arrays as a compressed ``.npz`` atomically."""
+    """Write arrays as an ``.npz`` atomically.
+
+    Uncompressed on purpose: measured on yolov8n captures, zlib saved ~10 % of disk at
+    0.116 s/MB against 0.0027 s/MB (benchmarks/bench_run.py) -- float activations do not
+    compress.
+    """
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.npz")
-    np.savez_compressed(tmp, **arrays)
+    np.savez(tmp, **arrays)
     os.replace(tmp, path)
 
 

@@ -64,6 +64,7 @@ def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str
         "TF_NUM_INTRAOP_THREADS",
     ):
         env[key] = str(threads)
+    env["ANPRED_THREADS"] = str(threads)
     env.setdefault("TF_NUM_INTEROP_THREADS", "1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("JAX_PLATFORMS", "cpu")

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from anpred.analysis.methods import judge_with_all, method_names
 from anpred.analysis.oracle import OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
 from anpred.execution.layout import participant_dir, read_json
@@ -31,7 +30,6 @@ from anpred.participants import REFERENCE32, REFERENCE64
 from anpred.pipeline.evidence import RunEvidence, collect, observer_summary
 
 Say = Callable[[str], None]
-ORACLE = "anpred_oracle"
 
 
 def _quiet(_message: str) -> None:
@@ -67,18 +65,15 @@ def _participants(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _baselines(ev: RunEvidence) -> dict[str, dict[str, dict[str, Any]]]:
     """Output-level verdicts per baseline and participant, over all inputs."""
-    names = [n for n in method_names() if n != ORACLE]
-    result: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
-    for input_id, outputs in ev.outputs.items():
-        fp32, fp64 = ev.references[input_id]
-        judged = judge_with_all(outputs, fp32, fp64, names)
+    result: dict[str, dict[str, dict[str, Any]]] = {}
+    for input_id, judged in ev.baselines.items():
         for method, verdicts in judged.items():
-            for participant, verdict in verdicts.items():
-                entry = result[method].setdefault(
+            for participant, stats in verdicts.items():
+                entry = result.setdefault(method, {}).setdefault(
                     participant, {"passed": True, "failed_inputs": [], "per_input": {}}
                 )
-                entry["per_input"][input_id] = dict(verdict.statistics())
-                if not verdict.passed:
+                entry["per_input"][input_id] = stats
+                if not stats.get("passed", True):
                     entry["passed"] = False
                     entry["failed_inputs"].append(input_id)
     return result

@@ -28,8 +28,7 @@ class RunEvidence:
     """What the streaming pass collects (all small)."""
 
     evidence: dict[str, list[AnchorEvidence]] = field(default_factory=dict)
-    outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-    references: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    baselines: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     introduced: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     dimension: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     alignment: dict[str, dict[str, list[str]]] = field(default_factory=dict)
@@ -135,13 +134,32 @@ def collect(
                     assess(anchor, input_id, aligned, aligned[reference32], fp64, params=params)
                 )
                 if anchor == anchors[-1]:
-                    result.outputs[input_id] = aligned
-                    result.references[input_id] = (aligned[reference32], fp64)
+                    result.baselines[input_id] = _judge_baselines(
+                        aligned, aligned[reference32], fp64
+                    )
         finally:
             ref.close()
             for c in list(present.values()) + [i for i in isolated.values() if i is not None]:
                 c.close()
     return result
+
+
+def _judge_baselines(
+    outputs: Mapping[str, np.ndarray], fp32: np.ndarray, fp64: np.ndarray
+) -> dict[str, dict[str, Any]]:
+    """Output-level baselines on one input: {method: {participant: statistics}}.
+
+    Judged inside the streaming pass so that no input's outputs outlive it.
+    """
+    from anpred.analysis.methods import judge_with_all, method_names
+
+    names = [n for n in method_names() if n != ORACLE_METHOD]
+    judged = judge_with_all(outputs, fp32, fp64, names)
+    return {m: {p: dict(v.statistics()) for p, v in per.items()} for m, per in judged.items()}
+
+
+#: Name of the oracle in the method registry (the baselines are all the others).
+ORACLE_METHOD = "anpred_oracle"
 
 
 def plain_output(run_dir: Path, participant: str, input_id: str) -> np.ndarray | None:

@@ -269,8 +269,9 @@ def run(
     if options.extra.get("faults"):
         from anpred.inject.participants import EXTRA_KEY, apply_faults
 
-        participants = apply_faults(participants, options.extra[EXTRA_KEY],
-                                    native_torch=not is_onnx_path(options.model))
+        participants = apply_faults(
+            participants, options.extra[EXTRA_KEY], native_torch=not is_onnx_path(options.model)
+        )
     if REFERENCE32 not in [p.name for p in participants]:
         participants.insert(0, parse_participant(REFERENCE32))
     if not is_onnx_path(options.model):

@@ -21,8 +21,9 @@ from anpred.pipeline.run import run
 Say = Callable[[str], None]
 
 
-def sweep(options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_kwargs: Any
-          ) -> dict[str, Any]:
+def sweep(
+    options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_kwargs: Any
+) -> dict[str, Any]:
     """Run ``options`` at every size and summarise the error's dependence on size."""
     from anpred.pipeline.run import is_onnx_path
 
@@ -34,8 +35,9 @@ def sweep(options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_
     per_size: dict[int, dict[str, Any]] = {}
     for size in sizes:
         say(f"== input size {size}")
-        outcome = run(replace(options, input_size=size), out / f"size-{size}", say=say,
-                      **run_kwargs)
+        outcome = run(
+            replace(options, input_size=size), out / f"size-{size}", say=say, **run_kwargs
+        )
         per_size[size] = outcome.summary
     first = per_size[sizes[0]]
     anchors = [a["key"] for a in first.get("anchors", [])]
@@ -43,13 +45,16 @@ def sweep(options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_
     for participant in first.get("deviation", {}).get("vs_fp64", {}):
         errors: dict[str, list[float]] = {}
         for anchor in anchors:
-            values = [per_size[s]["deviation"]["vs_fp64"].get(participant, {}).get(anchor)
-                      for s in sizes]
+            values = [
+                per_size[s]["deviation"]["vs_fp64"].get(participant, {}).get(anchor) for s in sizes
+            ]
             if all(v is not None for v in values):
                 errors[anchor] = values
         fits = sweep_by_anchor(list(sizes), errors)
         result["participants"][participant] = {
-            "errors": errors, "fits": {a: f.to_dict() for a, f in fits.items()}}
+            "errors": errors,
+            "fits": {a: f.to_dict() for a, f in fits.items()},
+        }
     write_json(out / "sweep.json", result)
     return result
 
@@ -57,11 +62,17 @@ def sweep(options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_
 def sweep_table(result: dict[str, Any]) -> str:
     """Plain-text table: participant × anchor → errors per size and trend."""
     sizes = result["sizes"]
-    lines = [f"{'participant':<14}{'anchor':<16}" + "".join(f"{s:>11}" for s in sizes)
-             + "  slope   trend"]
+    lines = [
+        f"{'participant':<14}{'anchor':<16}"
+        + "".join(f"{s:>11}" for s in sizes)
+        + "  slope   trend"
+    ]
     for participant, data in result["participants"].items():
         for anchor, values in data["errors"].items():
             fit = data["fits"][anchor]
-            lines.append(f"{participant:<14}{anchor:<16}" + "".join(f"{v:11.2e}" for v in values)
-                         + f"  {fit['slope']:+.2f}  {fit['trend']}")
+            lines.append(
+                f"{participant:<14}{anchor:<16}"
+                + "".join(f"{v:11.2e}" for v in values)
+                + f"  {fit['slope']:+.2f}  {fit['trend']}"
+            )
     return "\n".join(lines)
