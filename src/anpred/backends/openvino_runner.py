@@ -96,12 +96,21 @@ class OpenVinoRunner(Runner):
         return ov.get_version()
 
     def describe_settings(self) -> dict[str, Any]:
+        requested = self.settings.get("precision", "f32")
         settings: dict[str, Any] = {
             "threads": self.threads,
-            "precision": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-            if hasattr(self, "compiled")
-            else self.settings.get("precision", "f32"),
+            "precision_requested": requested,
+            "precision": requested,
         }
+        if hasattr(self, "compiled"):  # what the plugin really uses (it may fall back to f32)
+            in_effect = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+            settings.update(
+                precision=in_effect,
+                fell_back=in_effect != requested,
+                optimization_capabilities=list(
+                    self.core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+                ),
+            )
         if self.fault is not None:  # the ground truth: spec and nodes hit
             settings[SETTINGS_KEY] = self.fault.record()
         return settings

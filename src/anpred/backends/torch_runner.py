@@ -43,7 +43,7 @@ from anpred.zoo.spec import OUTPUT_ANCHOR, Anchor
 #: ``autocast`` setting values → the CPU autocast dtype.
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
 #: Settings the torch translators (user ONNX files) understand.
-ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env")
+ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env", "fault")
 
 
 class _Isolating(torch.nn.Module):
@@ -212,7 +212,7 @@ class TorchRunner(Runner):
         return torch.float64 if self.settings.get("dtype") == "float64" else torch.float32
 
     def activate_impl(self, job: ModelJob) -> None:
-        torch.set_num_threads(int(self.settings.get("threads", 1)))
+        torch.set_num_threads(self.threads)
         self.env = check_process_env("torch", self.settings.get("env"))
         self.program: TranslatedProgram | None = None
         self.native: NativeExecution | None = None
@@ -221,6 +221,13 @@ class TorchRunner(Runner):
             adapter_settings = {k: self.settings[k] for k in ADAPTER_SETTINGS if k in self.settings}
             self.program = TranslatedProgram("torch", job, adapter_settings)
             return
+        if self.settings.get("fault"):
+            from anpred.errors import UsageError
+
+            raise UsageError(
+                "native torch (zoo models) has no fault injection; inject into "
+                "another library, or give an ONNX file"
+            )
         from anpred.zoo.weights import load_model
 
         model, _ = load_model(job.zoo_model, job.weights, job.seed)
@@ -297,6 +304,8 @@ class TorchRunner(Runner):
             )
         else:
             settings["execution"] = "anpred torch translators"
+            if program.fault is not None:  # the ground truth: spec and nodes hit
+                settings["fault"] = program.fault.record()
             settings.update(
                 {k: v for k, v in program.adapter.settings().items() if k not in settings}
             )

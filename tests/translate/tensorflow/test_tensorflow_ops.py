@@ -697,13 +697,28 @@ def test_nhwc_feeds_and_layout_reporting():
 
 
 def test_settings_are_recorded_and_checked():
-    assert NHWC.settings() == {
+    s = NHWC.settings()
+    keys = (
+        "layout",
+        "function",
+        "jit_compile",
+        "threads",
+        "dtype",
+        "mixed_precision",
+        "env",
+        "bf16_in_effect",
+    )
+    assert {k: s[k] for k in keys} == {
         "layout": "NHWC",
         "function": True,
         "jit_compile": False,
         "threads": None,
         "dtype": "float32",
+        "mixed_precision": None,
+        "env": {},
+        "bf16_in_effect": False,
     }
+    assert s["onednn"] in (True, False, None)  # depends on the CPU
     assert NCHW.settings()["layout"] == "NCHW"
     assert FP64.settings()["dtype"] == "float64"
     with pytest.raises(UsageError, match="unknown tensorflow setting"):
