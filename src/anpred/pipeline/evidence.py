@@ -16,7 +16,7 @@ import numpy as np
 
 from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
-from anpred.execution.layout import PLAIN_KEY, capture_done, participant_dir, read_json
+from anpred.execution.layout import capture_done, participant_dir, read_json
 from anpred.localization.dimension import dimension_profile, elementwise_error
 from anpred.localization.stage_error import relative_l2
 
@@ -160,15 +160,6 @@ def _judge_baselines(
 
 #: Name of the oracle in the method registry (the baselines are all the others).
 ORACLE_METHOD = "anpred_oracle"
-
-
-def plain_output(run_dir: Path, participant: str, input_id: str) -> np.ndarray | None:
-    """The participant's final output computed without anchors (observer-effect run)."""
-    folder = participant_dir(run_dir, participant)
-    if not capture_done(folder, input_id):
-        return None
-    with np.load(folder / f"{input_id}.capture.npz") as data:
-        return data[PLAIN_KEY] if PLAIN_KEY in data.files else None
 
 
 def observer_summary(records: Mapping[str, Any]) -> dict[str, Any]:
