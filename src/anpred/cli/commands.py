@@ -120,13 +120,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     out = Path(args.out or f"runs/{Path(args.model).stem}")
     outcome = run(
-        _run_options(args), out, threads=args.threads, parallel=args.parallel, timeout=args.timeout
+        run_options(args), out, threads=args.threads, parallel=args.parallel, timeout=args.timeout
     )
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
 
 
-def _run_options(args: argparse.Namespace) -> Any:
+def run_options(args: argparse.Namespace) -> Any:
     """The :class:`~anpred.pipeline.options.RunOptions` of ``run``/``sweep`` flags."""
     from anpred.pipeline.options import RunOptions
 
@@ -157,7 +157,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
     out = Path(args.out or f"runs/{Path(args.model).stem}-sweep")
     result = sweep(
-        _run_options(args),
+        run_options(args),
         sizes,
         out,
         say=_say,

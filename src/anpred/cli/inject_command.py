@@ -34,10 +34,10 @@ def _severity(text: str) -> int | float:
 
 def _options(args: argparse.Namespace, faults: dict[str, dict[str, Any]] | None) -> RunOptions:
     """The run's options: ``anpred run``'s flags, plus the faults in ``extra``."""
-    from anpred.cli.commands import _run_options
+    from anpred.cli.commands import run_options
     from anpred.inject.participants import EXTRA_KEY
 
-    options = _run_options(args)
+    options = run_options(args)
     if not faults:
         return options
     return dataclasses.replace(options, extra={**options.extra, EXTRA_KEY: faults})
