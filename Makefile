@@ -9,6 +9,7 @@ env:
 
 ## Main job: anchor-level analysis of yolov8n across every installed library, with its report.
 demo: env
+	rm -rf $(DEMO_OUT)
 	$(PY) -m anpred run yolov8n --libs all --images 2 --out $(DEMO_OUT)
 
 ## The whole test suite (slow tests included).
