@@ -16,24 +16,6 @@ from anpred.translate.registry import NodeCall, register
 Tensor = Any
 
 
-@register("paddle", "Add")
-def add(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Add."""
-    return paddle.add(a, b)
-
-
-@register("paddle", "Sub")
-def sub(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Sub."""
-    return paddle.subtract(a, b)
-
-
-@register("paddle", "Mul")
-def mul(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Mul."""
-    return paddle.multiply(a, b)
-
-
 @register("paddle", "Div")
 def div(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
     """ONNX Div (integer division truncates toward zero, as ONNX specifies)."""
@@ -56,6 +38,26 @@ def mod(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
     if not call.attr("fmod", 0):
         return paddle.remainder(a, b)
     return paddle.multiply(paddle.sign(a), paddle.remainder(paddle.abs(a), paddle.abs(b)))
+
+
+def _binary(op_type: str, fn: Any) -> None:
+    def translate(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
+        return fn(a, b)
+
+    translate.__name__ = op_type.lower()
+    translate.__doc__ = f"ONNX {op_type}."
+    register("paddle", op_type)(translate)
+
+
+for _op_type, _fn in {
+    "Add": paddle.add,
+    "Sub": paddle.subtract,
+    "Mul": paddle.multiply,
+    "Equal": paddle.equal,
+    "Greater": paddle.greater_than,
+    "Less": paddle.less_than,
+}.items():
+    _binary(_op_type, _fn)
 
 
 def _unary(op_type: str, fn: Any) -> None:
@@ -82,24 +84,6 @@ for _op_type, _fn in {
     "Not": paddle.logical_not,
 }.items():
     _unary(_op_type, _fn)
-
-
-@register("paddle", "Equal")
-def equal(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Equal."""
-    return paddle.equal(a, b)
-
-
-@register("paddle", "Greater")
-def greater(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Greater."""
-    return paddle.greater_than(a, b)
-
-
-@register("paddle", "Less")
-def less(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
-    """ONNX Less."""
-    return paddle.less_than(a, b)
 
 
 @register("paddle", "Where")
