@@ -26,9 +26,10 @@ if [ "$(readlink .venv 2>/dev/null)" != "$target" ]; then
   ln -s "$target" .venv
 fi
 # anpred itself: editable, pointing at this clone (cheap; redone when another clone took it).
+# Installed through the real path so the console script does not depend on this clone.
 here=$(pwd)
 if ! .venv/bin/python -c "import anpred, sys; sys.exit(0 if anpred.__file__.startswith('$here/') else 1)" 2>/dev/null; then
-  .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 \
+  "$target/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 \
     | grep -v '^WARNING: Location' || true
 fi
 echo "setup: .venv -> $target ready"

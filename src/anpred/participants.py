@@ -122,7 +122,10 @@ def parse_participant(spec: str) -> Participant:
 
 
 def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
-    """Parse ``--libs`` (comma list, ``all`` = every installed library, default ``all``).
+    """Parse ``--libs`` (comma list, default ``all``).
+
+    ``all`` means every installed library in its default configuration; it may be combined
+    with configurations, e.g. ``all,torch[bf16],jax[nojit]``.
 
     Raises:
         UsageError: Unknown names, duplicates, or a named library that is not installed.
@@ -130,7 +133,12 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
     if specs is None or specs == "all" or specs == ["all"]:
         return [parse_participant(lib) for lib in DEFAULT_LIBRARIES if is_available(lib)]
     items = specs.split(",") if isinstance(specs, str) else [s for x in specs for s in x.split(",")]
-    participants = [parse_participant(item) for item in items if item.strip()]
+    participants = []
+    for item in (i.strip() for i in items):
+        if item == "all":
+            participants += parse_participants("all")
+        elif item:
+            participants.append(parse_participant(item))
     names = [p.name for p in participants]
     if len(set(names)) != len(names):
         raise UsageError(f"participant listed twice in {','.join(names)}")

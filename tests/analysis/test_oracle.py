@@ -320,3 +320,79 @@ def test_a_shared_majority_error_is_visible_through_the_fp64_distances():
     assert verdicts["torch"].finding and verdicts["torch"].closer_to_fp64
     assert not any(verdicts[p].closer_to_fp64 for p in "bcd")
     assert verdicts["torch"].statistics()["consensus_vs_fp64"] == pytest.approx(1e-3, rel=1e-2)
+
+
+def _evidence_at(run, anchor: str) -> list:
+    return [
+        assess(
+            anchor,
+            input_id,
+            dict(run.at(input_id, anchor)),
+            run.at(input_id, anchor)[REFERENCE],
+            run.fp64[input_id][anchor],
+        )
+        for input_id in run.captures
+    ]
+
+
+@pytest.mark.parametrize(("factor", "found"), [(50.0, True), (5.0, False)])
+def test_an_introduced_error_that_stands_out_is_a_finding(five_participant_run, factor, found):
+    """Stage isolation: a stage whose own error is far above the fp32 reference's is a
+    finding even when its end-to-end deviation hides in the inherited noise."""
+    run = five_participant_run
+    anchor = run.anchors[-1]
+    evidence = _evidence_at(run, anchor)
+    participants = [d.participant for d in evidence[0].deviations]
+    # introduced errors of clean fp32 participants: within 2x of the reference's (the
+    # largest ratio measured on clean yolov8n/yolov5n/resnet50 runs was 2.0)
+    introduced = {
+        (p, i): 1e-6 * (1 + 0.2 * k) for k, p in enumerate(participants) for i in run.captures
+    }
+    faulty = next(p for p in participants if p != REFERENCE)
+    for i in run.captures:
+        introduced[(faulty, i)] = factor * 1e-6
+    floor = {i: introduced[(REFERENCE, i)] for i in run.captures}
+    plain = judge_anchor(evidence)
+    assert not any(v.finding for v in plain)
+    verdicts = judge_anchor(evidence, introduced=introduced, introduced_floor=floor)
+    flagged = {v.participant for v in verdicts if v.finding}
+    assert flagged == ({faulty} if found else set())
+    for v in verdicts:
+        assert v.introduced is not None
+        assert (Criterion.INTRODUCED in v.exceeded) == (found and v.participant == faulty)
+        assert v.statistics()["introduced"] == introduced[(v.participant, v.input_id)]
+
+
+def test_clean_introduced_errors_add_no_finding(five_participant_run):
+    run = five_participant_run
+    anchor = run.anchors[0]
+    evidence = _evidence_at(run, anchor)
+    introduced = {
+        (d.participant, e.input_id): 1e-6 * (1 + 0.5 * k)
+        for e in evidence
+        for k, d in enumerate(e.deviations)
+    }
+    floor = {i: introduced[(REFERENCE, i)] for i in run.captures}
+    verdicts = judge_anchor(evidence, introduced=introduced, introduced_floor=floor)
+    assert [v for v in verdicts if v.finding] == []
+
+
+def test_pairwise_verdicts_ignore_stage_isolation(five_participant_run):
+    run = five_participant_run
+    anchor = run.anchors[0]
+    pair = [REFERENCE, next(p for p in run.at(next(iter(run.captures)), anchor) if p != REFERENCE)]
+    evidence = [
+        assess(
+            anchor,
+            i,
+            {p: run.at(i, anchor)[p] for p in pair},
+            run.at(i, anchor)[REFERENCE],
+            run.fp64[i][anchor],
+        )
+        for i in run.captures
+    ]
+    introduced = {(p, i): (1e-3 if p != REFERENCE else 1e-6) for p in pair for i in run.captures}
+    floor = dict.fromkeys(run.captures, 1e-6)
+    verdicts = judge_anchor(evidence, introduced=introduced, introduced_floor=floor)
+    assert all(v.pairwise and v.introduced is None for v in verdicts)
+    assert not any(Criterion.INTRODUCED in v.exceeded for v in verdicts)

@@ -31,6 +31,22 @@ def test_grid_defaults_and_unknown_keys(tmp_path) -> None:
     path.write_text(json.dumps({"modles": []}))
     with pytest.raises(UsageError, match="unknown grid key"):
         load_grid(path)
+    # an explicit empty fault list injects nothing; configurations are checked on load
+    path.write_text(json.dumps({"faults": [], "configurations": ["jax[nojit]"]}))
+    grid = load_grid(path)
+    assert grid.faults == () and grid.configurations == ("jax[nojit]",)
+    path.write_text(json.dumps({"configurations": ["jax[fast]"]}))
+    with pytest.raises(UsageError, match=r"jax\[fast\]"):
+        load_grid(path)
+
+
+def test_study_grid_covers_every_zoo_model_and_configuration() -> None:
+    from anpred.evaluation.grid import STUDY_CONFIGURATIONS
+    from anpred.zoo.registry import model_names
+
+    grid = load_grid(Path(__file__).parents[2] / "configs" / "study.json")
+    assert sorted(grid.models) == sorted(model_names())
+    assert grid.configurations == STUDY_CONFIGURATIONS and grid.faults == ()
 
 
 def test_tiny_grid_end_to_end(tmp_path) -> None:
@@ -40,6 +56,7 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
         "models": [str(model)], "libs": "torch,onnxruntime,jax", "faulty": ["onnxruntime"],
         "stages": ["r1", "s2"], "images": 2,
         "faults": [{"kind": "bf16", "op": "*", "severities": [1]}],
+        "configurations": ["onnxruntime[O0]", "jax[bf16]"],
     }))
     out = tmp_path / "eval"
     proc = anpred("eval", "--config", str(grid), "--out", str(out))
@@ -60,3 +77,17 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     assert len(fault_dirs) == 2
     assert (fault_dirs[0] / "captures" / "jax").is_symlink()
     assert (out / "plots" / "detection.png").stat().st_size > 1000
+    # the configuration study: clean participants linked, only the configurations ran;
+    # jax computing in bfloat16 deviates (relative error ~4e-3 against fp32 noise ~1e-7),
+    # onnxruntime without graph optimizations does not
+    study = out / "tiny" / "configurations"
+    assert (study / "captures" / "jax").is_symlink()
+    assert not (study / "captures" / "jax[bf16]").is_symlink()
+    section = text.split("## Real-configuration study", 1)[1]
+    rows = {
+        line.split(" | ")[1]: line
+        for line in section.splitlines()
+        if line.startswith(f"| {model} |")
+    }
+    assert set(rows) == {"onnxruntime[O0]", "jax[bf16]"}
+    assert "**yes**" in rows["jax[bf16]"] and "| no (0/" in rows["onnxruntime[O0]"]

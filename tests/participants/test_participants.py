@@ -56,6 +56,15 @@ def test_libs_accepts_a_mix_of_configurations() -> None:
     assert [p.name for p in parse_participants(names)] == names.split(",")
 
 
+def test_all_combines_with_configurations() -> None:
+    defaults = [p.name for p in parse_participants("all")]
+    names = [p.name for p in parse_participants(("all", "torch[bf16]", "jax[nojit]"))]
+    assert names == [*defaults, "torch[bf16]", "jax[nojit]"]
+    assert [p.name for p in parse_participants("torch[bf16],all")][1:] == defaults
+    with pytest.raises(UsageError, match="listed twice"):
+        parse_participants("all,torch")
+
+
 def test_unknown_configuration_lists_the_library_choices() -> None:
     with pytest.raises(UsageError, match=r"paddle\[static\]") as err:
         parse_participant("paddle[amp]")

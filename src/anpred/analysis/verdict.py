@@ -24,6 +24,10 @@ class Criterion(enum.Enum):
     """Pairwise mode: the participant is the one of the pair farther from fp64."""
     NON_FINITE = "non_finite"
     """The participant produced NaN/inf where the fp64 reference is finite (always a finding)."""
+    INTRODUCED = "introduced"
+    """Stage isolation: the error the stage introduces by itself (run on the fp64
+    reference's stage input) is a robust outlier of the anchor's population of introduced
+    errors and exceeds NOISE_FACTOR times the fp32 reference's own (always a finding)."""
 
 
 POPULATION_CRITERIA = frozenset({Criterion.OUTLIER, Criterion.ABOVE_NOISE})
@@ -31,6 +35,9 @@ POPULATION_CRITERIA = frozenset({Criterion.OUTLIER, Criterion.ABOVE_NOISE})
 
 PAIRWISE_CRITERIA = frozenset({Criterion.ABOVE_NOISE, Criterion.FARTHER_FROM_FP64})
 """Required for a finding when only two participants are compared."""
+
+SUFFICIENT_CRITERIA = frozenset({Criterion.NON_FINITE, Criterion.INTRODUCED})
+"""Each is a finding on its own."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class Verdict:
         non_finite: Elements that are NaN/inf in the capture but finite in fp64.
         required: Criteria that must all be exceeded for a finding.
         exceeded: Criteria the deviation exceeded.
+        introduced: The stage-isolation judgement (introduced error against its
+            population and the fp32 reference's introduced error), when isolation ran.
     """
 
     participant: str
@@ -99,11 +108,16 @@ class Verdict:
     non_finite: int
     required: frozenset[Criterion]
     exceeded: frozenset[Criterion]
+    introduced: MetricJudgement | None = None
 
     @property
     def finding(self) -> bool:
-        """Whether the deviation is a finding."""
-        return Criterion.NON_FINITE in self.exceeded or self.required <= self.exceeded
+        """Whether the deviation is a finding.
+
+        A finding needs every required criterion, or one of the sufficient ones: non-finite
+        values, or an introduced error that stands out (see :attr:`Criterion.INTRODUCED`).
+        """
+        return bool(self.exceeded & SUFFICIENT_CRITERIA) or self.required <= self.exceeded
 
     @property
     def passed(self) -> bool:
@@ -153,4 +167,6 @@ class Verdict:
             "non_finite": self.non_finite,
             "exceeded": ",".join(sorted(c.value for c in self.exceeded)),
             "passed": self.passed,
+            "introduced": self.introduced.value if self.introduced else math.nan,
+            "introduced_threshold": self.introduced.threshold if self.introduced else math.nan,
         }

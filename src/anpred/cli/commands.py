@@ -182,7 +182,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from anpred.execution.layout import write_json
 
     write_json(out / "grid.json", grid.to_dict())
-    results = evaluate(grid, out, say=_say, threads=args.threads, parallel=args.parallel)
+    results = evaluate(
+        grid,
+        out,
+        say=_say,
+        threads=args.threads,
+        parallel=args.parallel,
+        reanalyse=args.reanalyse,
+    )
     path = write_tables(results, out)
     print(path.read_text())
     print(f"eval: {path}")
@@ -263,7 +270,9 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         description="Sweep models x faulty participants x stages x fault kinds x severities "
         "(a JSON grid, --config; the default grid finishes in minutes) and write eval.md, "
         "faults.csv and plots/: detection per method, localization accuracy, "
-        "characterization, false positives on clean fp32 runs.",
+        "characterization, false positives on clean fp32 runs, and (grid key "
+        "'configurations') the real-configuration study. configs/study.json runs the "
+        "study on every zoo model.",
     )
     evaluation.add_argument(
         "--config",
@@ -274,6 +283,12 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     evaluation.add_argument("--out", default="runs/eval", help="output folder (default runs/eval)")
     evaluation.add_argument("--threads", type=int, default=1, help="threads per worker")
     evaluation.add_argument("--parallel", type=int, default=2, help="workers at once")
+    evaluation.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="judge finished fault and configuration runs again from their captures "
+        "(after an oracle change; nothing is re-executed)",
+    )
     evaluation.set_defaults(handler=cmd_eval)
 
     report = sub.add_parser(

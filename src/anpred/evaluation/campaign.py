@@ -9,7 +9,7 @@ instead of a whole ``anpred run``. The fault's directory is a complete run direc
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,13 @@ from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
 from anpred.inject.spec import FaultSpec
 from anpred.interchange.export import AnchoredExport
-from anpred.participants import REFERENCE32, REFERENCE64, parse_participant
+from anpred.participants import (
+    REFERENCE32,
+    REFERENCE64,
+    Participant,
+    parse_participant,
+    parse_participants,
+)
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.run import is_onnx_path, run
@@ -36,11 +42,12 @@ Say = Callable[[str], None]
 
 @dataclass
 class ModelResult:
-    """A model's clean summary and one row per injected fault."""
+    """A model's clean summary, one row per injected fault, and its configuration study."""
 
     model: str
     clean: dict[str, Any]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    configurations: dict[str, Any] | None = None
 
 
 def _link(target: Path, link: Path) -> None:
@@ -110,6 +117,69 @@ def _row(
     return row
 
 
+def derive_run(
+    base: Path,
+    out: Path,
+    model: str,
+    add: list[Participant],
+    drop: str | None,
+    options: dict[str, Any],
+    threads: int,
+    parallel: int = 1,
+    reanalyse: bool = False,
+    say: Say | None = None,
+) -> dict[str, Any]:
+    """A run directory made from the clean run ``base`` plus participants ``add``.
+
+    The clean run's participants (but ``drop``) are linked, not re-run: they are
+    deterministic. Only ``add`` runs, then the whole directory is analysed as any run.
+    Resumable: a finished directory is read back (``reanalyse``: judged again from its
+    captures, e.g. after changing the oracle).
+    """
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        if not reanalyse:
+            return read_json(summary_path)
+        summary = analyse(out)
+        write_json(summary_path, summary)
+        return summary
+    export = AnchoredExport.from_dict(read_json(base / "model.json"))
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("model.json", "inputs.npz", "inputs.json"):
+        _link(base / name, out / name)
+    write_json(out / "run.json", options)
+    workers = read_json(base / "participants.json")
+    for name in workers:
+        if name != drop:
+            _link(participant_dir(base, name), participant_dir(out, name))
+    zoo = None if is_onnx_path(model) else model
+    job = {
+        "model": ModelJob(export, zoo, options.get("weights"), options.get("seed", 0)).to_dict(),
+        "inputs": str((out / "inputs.npz").resolve()),
+    }
+
+    def progress(name: str, message: str) -> None:
+        if say is not None:
+            say(f"  [{name}] {message}")
+
+    results = run_workers(
+        out,
+        add,
+        job,
+        read_json(base / "inputs.json")["ids"],
+        threads=threads,
+        parallel=parallel,
+        isolation_source=participant_dir(out, REFERENCE64),
+        progress=progress,
+    )
+    merged = {k: v for k, v in workers.items() if k != drop}
+    merged.update({name: result.to_dict() for name, result in results.items()})
+    write_json(out / "participants.json", merged)
+    summary = analyse(out)
+    write_json(summary_path, summary)
+    return summary
+
+
 def run_fault(
     base: Path,
     fault_dir: Path,
@@ -119,53 +189,63 @@ def run_fault(
     clean: dict[str, Any],
     say: Say,
     threads: int,
+    reanalyse: bool = False,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row."""
     export = AnchoredExport.from_dict(read_json(base / "model.json"))
     anchors = [a.key for a in export.anchors]
     faulty = faulty_participant(parse_participant(library), spec)
-    summary_path = fault_dir / "summary.json"
-    if not summary_path.exists():
+    if not (fault_dir / "summary.json").exists():
         try:
             plan_fault(faulty.settings, export, onnx.load(str(export.anchored_path)))
         except AnpredError as err:
             say(f"  skip {faulty.name}: {err}")
             return None
-        fault_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("model.json", "inputs.npz", "inputs.json"):
-            _link(base / name, fault_dir / name)
-        options = read_json(base / "run.json")
-        options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
-        write_json(fault_dir / "run.json", options)
-        workers = read_json(base / "participants.json")
-        clean_name = parse_participant(library).name
-        for name in workers:
-            if name != clean_name:
-                _link(participant_dir(base, name), participant_dir(fault_dir, name))
-        input_ids = read_json(base / "inputs.json")["ids"]
-        job = {
-            "model": ModelJob(export, zoo_model=None if is_onnx_path(model) else model).to_dict(),
-            "inputs": str((fault_dir / "inputs.npz").resolve()),
-        }
-        results = run_workers(
-            fault_dir,
-            [faulty],
-            job,
-            input_ids,
-            threads=threads,
-            isolation_source=participant_dir(fault_dir, REFERENCE64),
-        )
-        merged = {k: v for k, v in workers.items() if k != clean_name}
-        merged[faulty.name] = results[faulty.name].to_dict()
-        write_json(fault_dir / "participants.json", merged)
-        write_json(summary_path, analyse(fault_dir))
-    return _row(read_json(summary_path), clean, model, library, faulty.name, spec, anchors)
+    options = read_json(base / "run.json")
+    options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
+    summary = derive_run(
+        base,
+        fault_dir,
+        model,
+        [faulty],
+        parse_participant(library).name,
+        options,
+        threads,
+        reanalyse=reanalyse,
+    )
+    return _row(summary, clean, model, library, faulty.name, spec, anchors)
+
+
+def run_configurations(
+    base: Path,
+    out: Path,
+    model: str,
+    configurations: Sequence[str],
+    threads: int,
+    parallel: int,
+    reanalyse: bool = False,
+    say: Say | None = None,
+) -> dict[str, Any]:
+    """The real-configuration study of one model: its clean run plus ``configurations``."""
+    options = read_json(base / "run.json")
+    options["libs"] = [*options["libs"], *configurations]
+    participants = parse_participants(list(configurations))
+    return derive_run(
+        base, out, model, participants, None, options, threads, parallel, reanalyse, say
+    )
 
 
 def evaluate(
-    grid: EvalGrid, out: Path, say: Say, threads: int = 1, parallel: int = 2
+    grid: EvalGrid,
+    out: Path,
+    say: Say,
+    threads: int = 1,
+    parallel: int = 2,
+    reanalyse: bool = False,
 ) -> list[ModelResult]:
-    """Run the whole grid (resumable: finished runs are reused)."""
+    """Run the whole grid (resumable: finished runs are reused, and judged again from
+    their captures with ``reanalyse``; the clean runs are always judged again).
+    """
     results = []
     for model in grid.models:
         say(f"== {model}: clean run")
@@ -203,9 +283,29 @@ def evaluate(
                 f"op={spec.op} severity={spec.severity}"
             )
             row = run_fault(
-                base, base.parent / "faults" / name, model, lib, spec, clean, say, threads
+                base,
+                base.parent / "faults" / name,
+                model,
+                lib,
+                spec,
+                clean,
+                say,
+                threads,
+                reanalyse,
             )
             if row is not None:
                 result.rows.append(row)
+        if grid.configurations:
+            say(f"== {model}: configurations {','.join(grid.configurations)}")
+            result.configurations = run_configurations(
+                base,
+                base.parent / "configurations",
+                model,
+                grid.configurations,
+                threads,
+                parallel,
+                reanalyse,
+                say,
+            )
         results.append(result)
     return results

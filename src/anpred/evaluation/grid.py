@@ -8,7 +8,11 @@ falls back to :data:`DEFAULT_GRID`, which finishes in minutes on a laptop CPU::
      "faults": [{"kind": "bf16", "op": "*", "severities": [1]},
                 {"kind": "mantissa", "op": "*", "severities": [7, 10, 14]}]}
 
-``stages: "all"`` means every anchor but the final output. The full grid of the paper's
+``stages: "all"`` means every anchor but the final output. ``"faults": []`` injects
+nothing. ``configurations`` (e.g. ``["torch[bf16]", "jax[nojit]"]``) adds the
+real-configuration study: per model, one run of the clean participants plus these
+configurations, no injection (:data:`STUDY_CONFIGURATIONS` lists the usual ones;
+``configs/study.json`` runs the study on every zoo model). The full grid of the paper's
 evaluation (six models, every library, every kind) is the same file with longer lists.
 """
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.participants import parse_participant
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class EvalGrid:
     stages: tuple[str, ...] | str = "all"
     images: int = 2
     granularity: str = "stage"
+    configurations: tuple[str, ...] = ()
     faults: tuple[FaultAxis, ...] = field(
         default_factory=lambda: (
             FaultAxis("bf16", "*", (1,)),
@@ -57,6 +63,7 @@ class EvalGrid:
             "stages": self.stages if isinstance(self.stages, str) else list(self.stages),
             "images": self.images,
             "granularity": self.granularity,
+            "configurations": list(self.configurations),
             "faults": [
                 {"kind": f.kind, "op": f.op, "severities": list(f.severities)} for f in self.faults
             ],
@@ -64,6 +71,21 @@ class EvalGrid:
 
 
 DEFAULT_GRID = EvalGrid()
+
+#: The precision configurations of the real-configuration study (``configs/study.json``).
+STUDY_CONFIGURATIONS = (
+    "torch[compile]",
+    "torch[bf16]",
+    "onnxruntime[O0]",
+    "onnxruntime[O1]",
+    "openvino[bf16]",
+    "tensorflow[xla]",
+    "tensorflow[onednn-off]",
+    "tensorflow[bf16]",
+    "jax[nojit]",
+    "jax[bf16]",
+    "paddle[static]",
+)
 
 
 def load_grid(path: str | Path | None) -> EvalGrid:
@@ -85,11 +107,15 @@ def load_grid(path: str | Path | None) -> EvalGrid:
     faults = (
         tuple(
             FaultAxis(f["kind"], f.get("op", "*"), tuple(f.get("severities", [1])))
-            for f in data.get("faults", [])
+            for f in data["faults"]
         )
-        or DEFAULT_GRID.faults
+        if "faults" in data
+        else DEFAULT_GRID.faults
     )
     stages = data.get("stages", "all")
+    configurations = tuple(data.get("configurations", ()))
+    for name in configurations:
+        parse_participant(name)
     return EvalGrid(
         models=tuple(data.get("models", DEFAULT_GRID.models)),
         libs=data.get("libs", DEFAULT_GRID.libs),
@@ -97,5 +123,6 @@ def load_grid(path: str | Path | None) -> EvalGrid:
         stages=stages if isinstance(stages, str) else tuple(stages),
         images=int(data.get("images", DEFAULT_GRID.images)),
         granularity=data.get("granularity", DEFAULT_GRID.granularity),
+        configurations=configurations,
         faults=faults,
     )

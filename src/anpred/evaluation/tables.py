@@ -10,6 +10,9 @@
   channel concentration per model and participant.
 - False positives on the clean runs: anpred's findings per (participant, anchor, input)
   cell and each baseline's failures per (participant, input) cell.
+- The real-configuration study (grid key ``configurations``): per model and precision
+  configuration, whether it deviates, where the deviation emerges and is introduced, how
+  it grows, and which output-level baselines see it.
 """
 
 from __future__ import annotations
@@ -169,6 +172,101 @@ def characterization_table(results: Sequence[ModelResult]) -> str:
     return "\n".join(lines)
 
 
+def _config_notes(record: dict[str, Any]) -> str:
+    """What a configuration really did, from its worker's record."""
+    notes = []
+    settings = record.get("settings") or {}
+    if settings.get("fell_back"):
+        notes.append(
+            f"{settings.get('precision_requested')} not supported here: ran "
+            f"{settings.get('precision')}"
+        )
+    if record.get("status") not in (None, "ok"):
+        notes.append(f"{record.get('status')}: {str(record.get('message', ''))[:80]}")
+    observer = record.get("observer") or {}
+    if observer.get("inputs") and not observer.get("identical"):
+        notes.append(f"anchors change its output by up to {observer.get('max_abs_diff'):.1e}")
+    return "; ".join(notes)
+
+
+def configuration_table(results: Sequence[ModelResult]) -> str:
+    """The real-configuration study: which configurations deviate, where, how it grows.
+
+    One row per (model, configuration). *Deviating* counts the configuration's findings
+    over its (anchor, input) cells; *emergence* is its most common first flagged anchor;
+    *top introduced stage* ranks stages by the error each introduces in isolation;
+    *growth* is its largest distance from fp64 over the anchors divided by the distance at
+    the emergence anchor; *output vs default* divides its output distance from fp64 by
+    that of the same library's default configuration.
+    """
+    head = [
+        "model",
+        "configuration",
+        "deviating? (findings/cells)",
+        "emergence",
+        "top introduced stage",
+        "worst anchor",
+        "growth after emergence",
+        "direction changes",
+        "output rel L2 vs fp64",
+        "output vs default",
+        "output baselines that fail",
+        "notes",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for res in results:
+        s = res.configurations
+        if not s:
+            continue
+        anchors = [a["key"] for a in s.get("anchors", [])]
+        n_inputs = len(s.get("inputs", []))
+        records = {r["participant"]: r for r in s.get("participants", [])}
+        clean = {r["participant"] for r in res.clean.get("participants", [])}
+        configs = [name for name in records if name not in clean]
+        vs64 = s.get("deviation", {}).get("vs_fp64", {})
+        loc = s.get("localization", {}).get("participants", {})
+        prop = s.get("characterization", {}).get("propagation", {})
+        for name in sorted(configs, key=lambda n: (n.split("[")[0], n)):
+            record = records.get(name, {})
+            findings = sum(1 for f in s.get("findings", []) if f["participant"] == name)
+            dist = (loc.get(name) or {}).get("emergence_distribution") or {}
+            emergence = dist.get("most_common") if findings else None
+            dev = vs64.get(name, {})
+            known = {a: dev.get(a) for a in anchors if dev.get(a) is not None}
+            worst = max(known, key=lambda a: known[a]) if known else None
+            growth = (
+                known[worst] / known[emergence]
+                if emergence in known and worst and known[emergence] > 0
+                else None
+            )
+            output = known.get(anchors[-1]) if anchors else None
+            default = vs64.get(name.split("[")[0], {}).get(anchors[-1]) if anchors else None
+            baselines = s.get("baselines", {})
+            failing = [b for b, per in baselines.items() if per.get(name, {}).get("failed_inputs")]
+            if failing and len(failing) == len(baselines):
+                failing = [f"all {len(failing)}"]
+
+            def f(v: Any, spec: str = ".1e") -> str:
+                return "-" if v is None else format(v, spec)
+
+            cells = [
+                res.model,
+                name,
+                f"{'**yes**' if findings else 'no'} ({findings}/{len(anchors) * n_inputs})",
+                emergence or "-",
+                (loc.get(name) or {}).get("top_stage") or "-",
+                worst or "-",
+                f(growth, ".1f") + ("x" if growth is not None else ""),
+                f((prop.get(name) or {}).get("direction_changes"), ".0f"),
+                f(output),
+                f(output / default if output is not None and default else None, ".1f"),
+                ", ".join(failing) or "none",
+                _config_notes(record),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def detection_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """Detection rate per method against fault severity (one panel per kind)."""
     if not rows:
@@ -243,6 +341,13 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
         false_positive_table(results),
         "",
     ]
+    if any(res.configurations for res in results):
+        text += [
+            "## Real-configuration study (no injection)",
+            "",
+            configuration_table(results),
+            "",
+        ]
     if plot:
         text += ["![detection](plots/detection.png)", ""]
     path = out / "eval.md"

@@ -219,7 +219,15 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     verdicts: list[Verdict] = []
     for anchor in anchors:
         if ev.evidence[anchor]:
-            verdicts.extend(judge_anchor(ev.evidence[anchor], params))
+            introduced = {key: per[anchor] for key, per in ev.introduced.items() if anchor in per}
+            verdicts.extend(
+                judge_anchor(
+                    ev.evidence[anchor],
+                    params,
+                    introduced=introduced,
+                    introduced_floor={i: v for (p, i), v in introduced.items() if p == REFERENCE32},
+                )
+            )
     rows = [
         _verdict_row(v, ev.introduced.get((v.participant, v.input_id), {}).get(v.anchor))
         for v in verdicts
