@@ -91,3 +91,28 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     }
     assert set(rows) == {"onnxruntime[O0]", "jax[bf16]"}
     assert "**yes**" in rows["jax[bf16]"] and "| no (0/" in rows["onnxruntime[O0]"]
+
+
+def test_grid_sizes_are_checked(tmp_path) -> None:
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"sizes": [320, 640]}))
+    assert load_grid(path).sizes == (320, 640)
+    for bad in ([640], [320, 500]):
+        path.write_text(json.dumps({"sizes": bad}))
+        with pytest.raises(UsageError, match="multiples of 32"):
+            load_grid(path)
+
+
+def test_size_table_shows_the_worst_anchor_and_the_output() -> None:
+    from anpred.evaluation.campaign import ModelResult
+    from anpred.evaluation.tables import size_table
+    from anpred.localization.sweep import sweep_by_anchor
+
+    sizes = [320, 480, 640]
+    errors = {"p3": [1e-6, 2e-6, 4e-6], "p5": [2e-5, 1e-5, 3e-5], "output": [1e-7, 1e-7, 1e-7]}
+    fits = {a: f.to_dict() for a, f in sweep_by_anchor(sizes, errors).items()}
+    result = {"sizes": sizes, "participants": {"jax": {"errors": errors, "fits": fits}}}
+    table = size_table([ModelResult("yolov8n", {}, sweep=result)])
+    rows = [line for line in table.splitlines() if line.startswith("| yolov8n")]
+    assert [r.split(" | ")[2] for r in rows] == ["p5", "output"]
+    assert "| 2.0e-05 | 3.0e-05 |" in rows[0] and fits["p5"]["trend"] in rows[0]

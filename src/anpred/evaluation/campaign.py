@@ -48,6 +48,7 @@ class ModelResult:
     clean: dict[str, Any]
     rows: list[dict[str, Any]] = field(default_factory=list)
     configurations: dict[str, Any] | None = None
+    sweep: dict[str, Any] | None = None
 
 
 def _link(target: Path, link: Path) -> None:
@@ -306,6 +307,20 @@ def evaluate(
                 parallel,
                 reanalyse,
                 say,
+            )
+        if grid.sizes:
+            from anpred.pipeline.sweep import sweep
+
+            say(f"== {model}: input sizes {','.join(map(str, grid.sizes))}")
+            result.sweep = sweep(
+                RunOptions(
+                    model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
+                ),
+                grid.sizes,
+                base.parent / "sweep",
+                say,
+                threads=threads,
+                parallel=parallel,
             )
         results.append(result)
     return results

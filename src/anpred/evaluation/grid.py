@@ -12,8 +12,10 @@ falls back to :data:`DEFAULT_GRID`, which finishes in minutes on a laptop CPU::
 nothing. ``configurations`` (e.g. ``["torch[bf16]", "jax[nojit]"]``) adds the
 real-configuration study: per model, one run of the clean participants plus these
 configurations, no injection (:data:`STUDY_CONFIGURATIONS` lists the usual ones;
-``configs/study.json`` runs the study on every zoo model). The full grid of the paper's
-evaluation (six models, every library, every kind) is the same file with longer lists.
+``configs/study.json`` runs the study on every zoo model). ``sizes`` (e.g. ``[320, 480,
+640]``) adds an input-size sweep per model (``anpred sweep``) for dimension sensitivity.
+The full grid of the paper's evaluation (six models, every library, every kind) is the
+same file with longer lists.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class EvalGrid:
     images: int = 2
     granularity: str = "stage"
     configurations: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()
     faults: tuple[FaultAxis, ...] = field(
         default_factory=lambda: (
             FaultAxis("bf16", "*", (1,)),
@@ -64,6 +67,7 @@ class EvalGrid:
             "images": self.images,
             "granularity": self.granularity,
             "configurations": list(self.configurations),
+            "sizes": list(self.sizes),
             "faults": [
                 {"kind": f.kind, "op": f.op, "severities": list(f.severities)} for f in self.faults
             ],
@@ -116,6 +120,9 @@ def load_grid(path: str | Path | None) -> EvalGrid:
     configurations = tuple(data.get("configurations", ()))
     for name in configurations:
         parse_participant(name)
+    sizes = tuple(data.get("sizes", ()))
+    if sizes and (len(sizes) < 2 or any(not isinstance(v, int) or v % 32 for v in sizes)):
+        raise UsageError(f"grid sizes must be two or more multiples of 32, got {list(sizes)}")
     return EvalGrid(
         models=tuple(data.get("models", DEFAULT_GRID.models)),
         libs=data.get("libs", DEFAULT_GRID.libs),
@@ -124,5 +131,6 @@ def load_grid(path: str | Path | None) -> EvalGrid:
         images=int(data.get("images", DEFAULT_GRID.images)),
         granularity=data.get("granularity", DEFAULT_GRID.granularity),
         configurations=configurations,
+        sizes=sizes,
         faults=faults,
     )

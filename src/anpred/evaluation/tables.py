@@ -273,6 +273,37 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
     return "\n".join(lines)
 
 
+def size_table(results: Sequence[ModelResult]) -> str:
+    """Dimension sensitivity: how each participant's error changes with the input size.
+
+    Per model and participant: the output's and the worst anchor's distance from fp64 at
+    the smallest and largest size, the log-log slope and the trend (``anpred sweep``).
+    """
+    lines = [
+        "| model | participant | anchor | error at smallest size | error at largest size | "
+        "slope (log-log) | trend |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        if not res.sweep:
+            continue
+        sizes = res.sweep["sizes"]
+        for participant, data in res.sweep["participants"].items():
+            errors = data["errors"]
+            if not errors:
+                continue
+            output = list(errors)[-1]
+            worst = max(errors, key=lambda a: max(errors[a]))
+            for anchor in dict.fromkeys([worst, output]):
+                fit = data["fits"][anchor]
+                lines.append(
+                    f"| {res.model} ({sizes[0]}..{sizes[-1]}) | {participant} | {anchor} | "
+                    f"{errors[anchor][0]:.1e} | {errors[anchor][-1]:.1e} | "
+                    f"{fit['slope']:+.2f} | {fit['trend']} |"
+                )
+    return "\n".join(lines)
+
+
 def detection_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """Detection rate per method against fault severity (one panel per kind)."""
     if not rows:
@@ -347,6 +378,13 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
         false_positive_table(results),
         "",
     ]
+    if any(res.sweep for res in results):
+        text += [
+            "## RQ3 dimension sensitivity (input size, clean fp32)",
+            "",
+            size_table(results),
+            "",
+        ]
     if any(res.configurations for res in results):
         text += [
             "## Real-configuration study (no injection)",
