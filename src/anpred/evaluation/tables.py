@@ -354,44 +354,28 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
             writer.writeheader()
             writer.writerows(rows)
     plot = detection_plot(rows, out / "plots" / "detection.png")
-    text = [
-        "# anpred evaluation",
-        "",
-        "## RQ1 detection (injected faults)",
-        "",
-        detection_table(rows) if rows else "no faults",
-        "",
-        "## RQ2 localization (injected faults)",
-        "",
-        localization_table(rows) if rows else "no faults",
-        "",
-        "### Faults not localized to the exact stage and library",
-        "",
-        misses(rows) if rows else "none",
-        "",
-        "## RQ3 characterization (clean fp32 runs)",
-        "",
-        characterization_table(results),
-        "",
-        "## False positives on clean fp32 runs",
-        "",
-        false_positive_table(results),
-        "",
+    sections: list[tuple[str, str]] = []
+    if rows:
+        sections += [
+            ("## RQ1 detection (injected faults)", detection_table(rows)),
+            ("## RQ2 localization (injected faults)", localization_table(rows)),
+            ("### Faults not localized to the exact stage and library", misses(rows)),
+        ]
+    sections += [
+        ("## RQ3 characterization (clean fp32 runs)", characterization_table(results)),
+        ("## False positives on clean fp32 runs", false_positive_table(results)),
     ]
     if any(res.sweep for res in results):
-        text += [
-            "## RQ3 dimension sensitivity (input size, clean fp32)",
-            "",
-            size_table(results),
-            "",
-        ]
+        sections.append(
+            ("## RQ3 dimension sensitivity (input size, clean fp32)", size_table(results))
+        )
     if any(res.configurations for res in results):
-        text += [
-            "## Real-configuration study (no injection)",
-            "",
-            configuration_table(results),
-            "",
-        ]
+        sections.append(
+            ("## Real-configuration study (no injection)", configuration_table(results))
+        )
+    text = ["# anpred evaluation", ""]
+    for title, body in sections:
+        text += [title, "", body, ""]
     if plot:
         text += ["![detection](plots/detection.png)", ""]
     path = out / "eval.md"
