@@ -225,12 +225,7 @@ _PACKAGES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle
 #: Cases a translator is known to get wrong or not to translate, none used by the zoo.
 #: Listed (not skipped) so that the gap stays visible: the test fails when another case
 #: fails, and when a listed case starts passing (then remove it here).
-KNOWN_GAPS = {
-    ("paddle", "MaxPool", "dilation2"),  # paddle's max_pool2d has no dilation
-    ("paddle", "AveragePool", "asym_pads"),  # asymmetric pads + count_include_pad: wrong
-    ("paddle", "Resize", "nearest_default_modes"),  # only asymmetric/floor nearest
-    ("paddle", "Resize", "nearest_half_pixel_ceil"),
-}
+KNOWN_GAPS: set[tuple[str, str, str]] = set()
 
 
 @pytest.mark.parametrize("library", conf.LIBRARIES)

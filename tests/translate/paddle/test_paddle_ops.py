@@ -243,6 +243,15 @@ def _nn_cases(x4: np.ndarray) -> list[Case]:
         Case("nn", "AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1,
                                         "pads": [1, 1, 1, 1], "count_include_pad": 1},
              cid="ceil_include_pad"),
+        Case("nn", "AveragePool", [x], {"kernel_shape": [3, 2], "strides": [2, 1], "ceil_mode": 1,
+                                        "pads": [0, 1, 2, 0], "count_include_pad": 1},
+             cid="ceil_include_asym_pad"),
+        Case("nn", "MaxPool", [x - 2], {"kernel_shape": [2, 3], "dilations": [2, 2],
+                                        "pads": [1, 0, 0, 2]}, cid="dilation_asym_negative"),
+        Case("nn", "MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "dilations": [2, 1], "ceil_mode": 1}, cid="dilation_ceil"),
+        Case("nn", "MaxPool", [x[:, :, 0]], {"kernel_shape": [3], "dilations": [3],
+                                             "strides": [2], "pads": [1, 2]}, cid="dilation_1d"),
         Case("nn", "AveragePool", [x], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1,
                                         "pads": [1, 1, 1, 1]}, cid="ceil_drop_last"),
         Case("nn", "AveragePool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, cid="2x2"),
@@ -322,6 +331,16 @@ def _resize_cases() -> list[Case]:
         Case("resize", "Resize", [x, empty, None, st([1, 3, 8, 11])], {"mode": "linear"},
              cid="linear_sizes", fp64_rtol=FP64_RESIZE_RTOL),
         Case("resize", "Resize", [x, empty, None, st([1, 3, 3, 4])], nearest, cid="down_sizes"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)], {"mode": "nearest"},
+             cid="nearest_default"),
+        Case("resize", "Resize", [x, empty, st([1, 1, 1.5, 1.5], np.float32)],
+             {"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, cid="nearest_ceil"),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 8, 11])],
+             {"mode": "nearest", "coordinate_transformation_mode": "align_corners"},
+             cid="nearest_align"),
+        Case("resize", "Resize", [x, empty, None, st([1, 3, 3, 4])],
+             {"mode": "nearest", "coordinate_transformation_mode": "pytorch_half_pixel",
+              "nearest_mode": "ceil"}, cid="nearest_down_ceil"),
         Case("resize", "Resize", [x, empty, st([1, 1, 2, 2], np.float32)],
              {"mode": "linear", "coordinate_transformation_mode": "asymmetric"},
              cid="linear_asym"),
@@ -469,9 +488,10 @@ def test_unknown_op_raises_missing_translator(adapters: dict[str, Any]) -> None:
 
 def test_unsupported_variant_is_a_usage_error(adapters: dict[str, Any]) -> None:
     scales = st([1, 1, 2, 2], np.float32)
-    case = Case("resize", "Resize", [rand(1, 1, 4, 4), st([], np.float32), scales])
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}
+    case = Case("resize", "Resize", [rand(1, 1, 4, 4), st([], np.float32), scales], attrs)
     model, feeds = build(case, np.float32)
-    with pytest.raises(UsageError, match="nearest Resize with half_pixel/round_prefer_floor"):
+    with pytest.raises(UsageError, match="linear Resize with tf_half_pixel_for_nn"):
         GraphProgram(model, adapters["float32"]).run(feeds)
 
 

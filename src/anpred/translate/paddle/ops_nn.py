@@ -7,6 +7,7 @@ an explicit padding list (``[top, bottom, left, right]`` for 2-D).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -96,37 +97,72 @@ def _pool_window(call: NodeCall, x: Tensor) -> tuple[int, list[int], dict[str, A
     rank = len(kernel)
     if rank not in _MAX_POOL:
         raise UsageError(f"node {call.name}: paddle has no {rank}-D pooling")
-    window = _window(call, x, kernel)
-    if any(d != 1 for d in window["dilations"]):
-        raise UsageError(f"node {call.name}: paddle pooling has no dilations")
-    return rank, kernel, window
+    return rank, kernel, _window(call, x, kernel)
 
 
-def _pool(call: NodeCall, x: Tensor, pool: Any, **kwargs: Any) -> Tensor:
+def _pool_sizes(
+    call: NodeCall, x: Tensor, kernel: Sequence[int], window: dict[str, Any]
+) -> list[tuple[int, int]]:
+    """Return ONNX's output size and the floor-mode size of every spatial axis.
+
+    Under ``ceil_mode`` ONNX (like torch) drops a last window that would start in the end
+    padding; the dilated kernel spans ``(k - 1) * d + 1`` elements.
+    """
+    ceil_mode = bool(call.attr("ceil_mode", 0))
+    sizes = []
+    axes = zip(
+        _spatial_shape(call, x),
+        kernel,
+        window["strides"],
+        window["dilations"],
+        window["pads"],
+        strict=True,
+    )
+    for size, k, s, d, (begin, end) in axes:
+        span = size + begin + end - ((k - 1) * d + 1)
+        out = -(-span // s) + 1 if ceil_mode else span // s + 1
+        if ceil_mode and (out - 1) * s >= size + begin:
+            out -= 1
+        sizes.append((out, span // s + 1))
+    return sizes
+
+
+def _pad_explicit(x: Tensor, pads: Sequence[tuple[int, int]], value: float) -> Tensor:
+    """Pad the spatial axes of ``x`` (NC...) by ``pads`` with the constant ``value``."""
+    full = [0, 0, 0, 0] + [p for pair in pads for p in pair]
+    return F.pad(x, full, mode="constant", value=value)
+
+
+def _pool(
+    call: NodeCall, x: Tensor, pool: Any, pad_value: float | None = None, **kwargs: Any
+) -> Tensor:
     """Run ``pool`` with ONNX's output size, also under ``ceil_mode``.
 
     ONNX (like torch) drops a last window that would start in the end padding; paddle
     keeps it (measured: 9 rows, kernel 2, stride 2, pads 1+1 give 5 rows in ONNX, 6 in
     paddle). When that happens the extra, all-padding output row is sliced off; when
     ceiling adds nothing, paddle runs without ``ceil_mode``.
+
+    With ``pad_value`` the pads are applied to ``x`` explicitly (``F.pad``) and paddle
+    pools without padding, so the padded elements count as ordinary elements.
+
+    Raises:
+        UsageError: For dilations other than 1 (paddle's pooling has none).
     """
     rank, kernel, window = _pool_window(call, x)
-    spatial = _spatial_shape(call, x)
-    ceil_mode = bool(call.attr("ceil_mode", 0))
-    sizes = []
-    axes = zip(spatial, kernel, window["strides"], window["pads"], strict=True)
-    for size, k, s, (begin, end) in axes:
-        span = size + begin + end - k
-        out = -(-span // s) + 1 if ceil_mode else span // s + 1
-        if ceil_mode and (out - 1) * s >= size + begin:
-            out -= 1
-        sizes.append((out, span // s + 1))
+    if any(d != 1 for d in window["dilations"]):
+        raise UsageError(f"node {call.name}: paddle pooling has no dilations")
+    sizes = _pool_sizes(call, x, kernel, window)
+    pads = window["pads"]
+    if pad_value is not None and any(p for pair in pads for p in pair):
+        x = _pad_explicit(x, pads, pad_value)
+        pads = [(0, 0)] * rank
     ceil_mode = any(out != floor_out for out, floor_out in sizes)
     result = pool[rank](
         x,
         kernel,
         stride=window["strides"],
-        padding=_padding_arg(window["pads"]),
+        padding=_padding_arg(pads),
         ceil_mode=ceil_mode,
         **kwargs,
     )
@@ -135,22 +171,63 @@ def _pool(call: NodeCall, x: Tensor, pool: Any, **kwargs: Any) -> Tensor:
     return result
 
 
+def _dilated_max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """MaxPool with dilations, as the element-wise maximum of one strided slice per tap.
+
+    The input is padded with ``-inf`` (ONNX ignores padded elements) up to the span the
+    last window needs; tap ``(o_1, ..., o_r)`` of the kernel reads, along axis ``i``,
+    elements ``o_i * d_i + j * s_i`` for output index ``j``. Exact: it only selects.
+    """
+    rank, kernel, window = _pool_window(call, x)
+    sizes = [out for out, _ in _pool_sizes(call, x, kernel, window)]
+    spatial = _spatial_shape(call, x)
+    pads = []
+    strides, dilations = window["strides"], window["dilations"]
+    axes = zip(spatial, kernel, strides, dilations, window["pads"], sizes, strict=True)
+    for size, k, s, d, (begin, _), out in axes:
+        needed = (out - 1) * s + (k - 1) * d + 1
+        pads.append((begin, max(0, needed - size - begin)))
+    x = _pad_explicit(x, pads, float("-inf"))
+    result = None
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        starts = [o * d for o, d in zip(taps, dilations, strict=True)]
+        ends = [a + (n - 1) * s + 1 for a, n, s in zip(starts, sizes, strides, strict=True)]
+        piece = paddle.strided_slice(
+            x, axes=list(range(2, rank + 2)), starts=starts, ends=ends, strides=strides
+        )
+        result = piece if result is None else paddle.maximum(result, piece)
+    return result
+
+
 @register("paddle", "MaxPool")
 def max_pool(call: NodeCall, x: Tensor) -> Tensor:
-    """ONNX MaxPool (kernel, strides, pads incl. asymmetric, auto_pad, ceil_mode).
+    """ONNX MaxPool (kernel, strides, dilations, pads incl. asymmetric, auto_pad, ceil_mode).
+
+    Without dilations paddle's ``max_pool{1,2,3}d`` runs; with them (paddle's pooling has
+    none), :func:`_dilated_max_pool`.
 
     Raises:
-        UsageError: For dilations other than 1 and for the ``Indices`` output.
+        UsageError: For the ``Indices`` output.
     """
     if len(call.output_shapes) > 1:
         raise UsageError(f"node {call.name}: MaxPool Indices output is not translated")
+    if any(d != 1 for d in call.attr("dilations", [])):
+        return _dilated_max_pool(call, x)
     return _pool(call, x, _MAX_POOL)
 
 
 @register("paddle", "AveragePool")
 def average_pool(call: NodeCall, x: Tensor) -> Tensor:
-    """ONNX AveragePool (count_include_pad, ceil_mode, pads incl. asymmetric, auto_pad)."""
-    return _pool(call, x, _AVG_POOL, exclusive=not call.attr("count_include_pad", 0))
+    """ONNX AveragePool (count_include_pad, ceil_mode, pads incl. asymmetric, auto_pad).
+
+    With ``count_include_pad`` the zero padding is applied explicitly and paddle averages
+    with ``exclusive=True`` over the padded tensor: every window counts its padded zeros,
+    and a ``ceil_mode`` window running past the padding counts only what it covers, as
+    ONNX does. (Paddle's own ``exclusive=False`` divides wrongly under asymmetric pads.)
+    """
+    if call.attr("count_include_pad", 0):
+        return _pool(call, x, _AVG_POOL, pad_value=0.0, exclusive=True)
+    return _pool(call, x, _AVG_POOL, exclusive=True)
 
 
 @register("paddle", "GlobalAveragePool")

@@ -2,9 +2,16 @@
 
 Supported variants (the others raise :class:`~anpred.errors.UsageError`):
 
-* ``nearest`` with ``asymmetric`` coordinates and ``floor`` rounding (what torch's
-  ``Upsample(mode="nearest")`` exports): paddle's nearest kernel with
-  ``align_corners=False`` maps output index ``i`` to ``floor(i / scale)``.
+* ``nearest`` with any ``coordinate_transformation_mode`` but ``tf_crop_and_resize``
+  (``half_pixel``, ``half_pixel_symmetric``, ``pytorch_half_pixel``, ``align_corners``,
+  ``asymmetric``, ``tf_half_pixel_for_nn``) and any ``nearest_mode``
+  (``round_prefer_floor``, ``round_prefer_ceil``, ``floor``, ``ceil``). ``asymmetric`` /
+  ``floor`` at integer upsampling factors (what torch's ``Upsample(mode="nearest")``
+  exports) runs paddle's nearest kernel with ``align_corners=False``, which maps output
+  index ``i`` to ``floor(i / scale)``. Every other variant gathers
+  (``paddle.index_select``) along each resized axis, with the source indices computed at
+  translation time from the static shapes (float64, the ONNX formulas, then rounding and
+  clipping to ``[0, in - 1]``); exact, since the gather only selects.
 * ``linear`` with ``half_pixel`` / ``pytorch_half_pixel`` (paddle ``align_mode=0``),
   ``asymmetric`` (``align_mode=1``) or ``align_corners``.
 * ``cubic`` (2-D, ``cubic_coeff_a=-0.75``, no ``exclude_outside``) with the same
@@ -12,13 +19,17 @@ Supported variants (the others raise :class:`~anpred.errors.UsageError`):
 
 Scales are handed to paddle as ``scale_factor`` (paddle then maps coordinates with
 ``1 / scale``, as ONNX does) and sizes as ``size`` (ratio ``in / out``, as ONNX does).
+``axes``, ``antialias`` and a ``keep_aspect_ratio_policy`` other than ``stretch`` are not
+translated.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+import paddle
 import paddle.nn.functional as F
 
 from anpred.errors import UsageError
@@ -28,6 +39,72 @@ Tensor = Any
 
 _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
 _LAYOUT = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+
+#: ONNX ``nearest_mode``: the source index of a (float64) source coordinate.
+_ROUNDING = {
+    "round_prefer_floor": lambda c: np.ceil(c - 0.5),
+    "round_prefer_ceil": lambda c: np.floor(c + 0.5),
+    "floor": np.floor,
+    "ceil": np.ceil,
+}
+
+
+def _source_coords(
+    call: NodeCall, coordinates: str, n_in: int, n_out: int, scale: float
+) -> np.ndarray:
+    """Source coordinate of every output index along one axis (ONNX transformation modes).
+
+    ``length`` is the unrounded resized length ``n_in * scale`` (the ONNX reference
+    evaluator's ``output_width``; ``n_out`` itself when sizes are given).
+    """
+    x = np.arange(n_out, dtype=np.float64)
+    length = n_in * scale
+    if coordinates == "half_pixel":
+        return (x + 0.5) / scale - 0.5
+    if coordinates == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / length)
+        return offset + (x + 0.5) / scale - 0.5
+    if coordinates == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if length > 1 else np.zeros_like(x)
+    if coordinates == "align_corners":
+        return x * (n_in - 1) / (length - 1) if length != 1 else np.zeros_like(x)
+    if coordinates == "asymmetric":
+        return x / scale
+    if coordinates == "tf_half_pixel_for_nn":
+        return (x + 0.5) / scale
+    raise UsageError(
+        f"node {call.name}: Resize coordinate_transformation_mode {coordinates!r} is not translated"
+    )
+
+
+def _nearest_gather(
+    call: NodeCall,
+    x: Tensor,
+    out_sizes: list[int],
+    scales: list[float],
+    coordinates: str,
+    nearest_mode: str,
+) -> Tensor:
+    """Nearest Resize as one ``paddle.index_select`` per resized spatial axis.
+
+    Args:
+        call: The node.
+        x: The NC... input.
+        out_sizes: Output size of every spatial axis.
+        scales: Scale of every spatial axis (given, or ``out / in`` for sizes).
+        coordinates: ONNX ``coordinate_transformation_mode``.
+        nearest_mode: ONNX ``nearest_mode``.
+    """
+    if nearest_mode not in _ROUNDING:
+        raise UsageError(f"node {call.name}: Resize nearest_mode {nearest_mode!r} is unknown")
+    in_sizes = list(x.shape[2:])
+    for axis, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
+        if n_in == n_out and scale == 1.0:
+            continue
+        coords = _source_coords(call, coordinates, n_in, n_out, scale)
+        index = np.clip(_ROUNDING[nearest_mode](coords), 0, n_in - 1).astype(np.int64)
+        x = paddle.index_select(x, paddle.to_tensor(index), axis=axis + 2)
+    return x
 
 
 def _resize(
@@ -44,27 +121,32 @@ def _resize(
         raise UsageError(f"node {call.name}: Resize of a {rank + 2}-D tensor is not translated")
     if call.attr("antialias", 0) or call.attr("axes") is not None:
         raise UsageError(f"node {call.name}: Resize antialias / axes are not translated")
+    if call.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise UsageError(f"node {call.name}: Resize keep_aspect_ratio_policy is not translated")
     kwargs: dict[str, Any] = {"data_format": _LAYOUT[rank]}
+    in_sizes = list(x.shape[2:])
     if sizes is not None and sizes.size:
         sizes = [int(s) for s in sizes.reshape(-1)]
         if sizes[:2] != list(x.shape[:2]):
             raise UsageError(f"node {call.name}: Resize of batch or channel axes")
         kwargs["size"] = sizes[2:]
+        out_sizes = sizes[2:]
+        factors = [o / i for o, i in zip(out_sizes, in_sizes, strict=True)]
     elif scales is not None and scales.size:
         scales = [float(s) for s in scales.reshape(-1)]
         if scales[:2] != [1.0, 1.0]:
             raise UsageError(f"node {call.name}: Resize of batch or channel axes")
         kwargs["scale_factor"] = scales[2:]
+        factors = scales[2:]
+        out_sizes = [math.floor(i * f) for i, f in zip(in_sizes, factors, strict=True)]
     else:
         raise UsageError(f"node {call.name}: Resize needs static scales or sizes")
 
     if mode == "nearest":
-        if coordinates != "asymmetric" or nearest_mode != "floor":
-            raise UsageError(
-                f"node {call.name}: nearest Resize with {coordinates}/{nearest_mode} "
-                "is not translated (only asymmetric/floor)"
-            )
-        return F.interpolate(x, mode="nearest", align_corners=False, **kwargs)
+        integer = all(f == int(f) and f >= 1 for f in factors)
+        if coordinates == "asymmetric" and nearest_mode == "floor" and integer:
+            return F.interpolate(x, mode="nearest", align_corners=False, **kwargs)
+        return _nearest_gather(call, x, out_sizes, factors, coordinates, nearest_mode)
     if mode == "linear":
         paddle_mode = _LINEAR[rank]
     elif mode == "cubic" and rank == 2:
