@@ -275,8 +275,14 @@ def findings_section(view: RunSummary) -> Markup:
         rows.append([f.get("participant"), f.get("anchor"), f.get("input"), m.get("metric"),
                      number(m.get("value")), number(m.get("population_median")),
                      number(m.get("outlier_threshold")), number(m.get("noise_threshold")),
-                     number(m.get("vs_fp64")), m.get("exceeded"),
+                     number(m.get("vs_fp64")), number(m.get("introduced")),
+                     number(m.get("introduced_threshold")), m.get("exceeded"),
                      ", ".join(corroborating) or "-"])
-    return table(["participant", "anchor", "input", "metric", "value", "population median",
-                  "outlier threshold", "noise threshold", "vs fp64", "exceeded",
-                  "corroborating metrics"], rows, cls="num")
+    legend = note("A finding exceeds both the outlier and the noise threshold (outlier, "
+                  "above_noise), or its stage's introduced error -- the stage run alone on the "
+                  "fp64 reference's input -- exceeds the same two rules among the introduced "
+                  "errors (introduced), or it is non-finite.", "muted")
+    return Markup(legend + table(["participant", "anchor", "input", "metric", "value",
+                           "population median", "outlier threshold", "noise threshold",
+                           "vs fp64", "introduced", "introduced threshold", "exceeded",
+                           "corroborating metrics"], rows, cls="num"))
