@@ -132,3 +132,27 @@ def test_inject_bf16_into_onnxruntime_is_recorded_and_flagged_at_its_stage(tmp_p
     status = json.loads((out / "captures" / "onnxruntime_bf16_neck.p4" / "status.json").read_text())
     assert status["settings"]["fault"]["nodes"] == injected["nodes"]
     assert "ground truth: onnxruntime!bf16@neck.p4 (applied as planned)" in proc.stdout
+
+
+def test_inject_into_torch_on_an_onnx_file_runs_the_fault(tmp_path: Path) -> None:
+    """torch runs an ONNX file through anpred's translators, which apply the fault (the
+    native zoo module refuses one); the clean torch stays as the fp32 reference."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "pipeline"))
+    from tiny_model import tiny_cnn
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred", "inject", str(model), "--lib", "torch",
+         "--stage", "s2", "--fault", "bf16", "--libs", "torch,onnxruntime,openvino",
+         "--images", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]  # 1 = findings
+    truth = json.loads((out / "ground_truth.json").read_text())
+    assert truth["injected"]["participant"] == "torch!bf16@s2"
+    assert truth["worker"]["applied_as_planned"] and truth["injected"]["nodes"]
+    assert "torch" in truth["clean_participants"]
+    # a bf16 round trip (~4e-3 relative) against fp32 noise (~1e-7) at a tiny stage
+    assert truth["detected"]["flagged_at_stage"]
+    assert truth["detected"]["other_participants_flagged"] == {}
