@@ -193,20 +193,33 @@ def make_case(
     return OpCase(op, case_id, tuple(materialised), dict(attrs), n_outputs, opset, reference)
 
 
-def _as_dtype(value: np.ndarray, float_dtype: np.dtype) -> np.ndarray:
+def as_float_dtype(value: np.ndarray, float_dtype: Any) -> np.ndarray:
+    """Return ``value`` cast to ``float_dtype`` if it is a float array, else unchanged."""
     return value.astype(float_dtype) if value.dtype.kind == "f" else value
 
 
 def _input_value(inp: CaseInput, float_dtype: np.dtype) -> np.ndarray:
     assert inp.value is not None
-    return inp.value if inp.fixed_dtype else _as_dtype(inp.value, float_dtype)
+    return inp.value if inp.fixed_dtype else as_float_dtype(inp.value, float_dtype)
 
 
-def _attribute(name: str, value: Any, float_dtype: np.dtype) -> onnx.AttributeProto:
+def node_attribute(name: str, value: Any, float_dtype: Any) -> onnx.AttributeProto:
+    """Make a node attribute whose float type follows the model's ``float_dtype``.
+
+    Args:
+        name: Attribute name.
+        value: Its value: :data:`FLOAT_TYPE` becomes the tensor type of ``float_dtype``
+            (Cast ``to``), a numpy array a tensor (float arrays cast to ``float_dtype``);
+            anything else goes to :func:`onnx.helper.make_attribute` as it is.
+        float_dtype: The model's float dtype.
+
+    Returns:
+        The attribute.
+    """
     if value is FLOAT_TYPE:
         value = helper.np_dtype_to_tensor_dtype(float_dtype)
     elif isinstance(value, np.ndarray):
-        value = numpy_helper.from_array(_as_dtype(value, float_dtype))
+        value = numpy_helper.from_array(as_float_dtype(value, float_dtype))
     return helper.make_attribute(name, value)
 
 
@@ -246,7 +259,7 @@ def build_model(case: OpCase, float_dtype: Any = np.float32) -> onnx.ModelProto:
             graph_inputs.append(helper.make_tensor_value_info(name, dtype, value.shape))
     node = helper.make_node(case.op, names, output_names(case), name=f"{case.op}_0")
     node.attribute.extend(
-        _attribute(key, value, float_dtype) for key, value in sorted(case.attrs.items())
+        node_attribute(key, value, float_dtype) for key, value in sorted(case.attrs.items())
     )
     outputs = [helper.make_empty_tensor_value_info(name) for name in output_names(case)]
     graph = helper.make_graph([node], case.key, graph_inputs, outputs, initializers)

@@ -10,13 +10,10 @@ This file imports one DL library: jax.
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +23,19 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 pytest.importorskip("jax")
 
 import onnx  # noqa: E402
+from one_node import (  # noqa: E402
+    BRIEF_OPS,
+    Case,
+    Static,
+    as_double,
+    erf,
+    f32,
+    i64,
+    reference,
+    run_case,
+    softmax_rows,
+    uniform,
+)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
@@ -59,102 +69,7 @@ TOLERANCE = {
 JIT_EAGER_TOLERANCE = 1e-6
 
 _RNG = np.random.default_rng(20261130)
-
-
-@dataclass(frozen=True)
-class Static:
-    """An input given as an initializer (its value is known at translation time)."""
-
-    value: np.ndarray
-
-
-@dataclass
-class Case:
-    """One ONNX node with its inputs; ``None`` marks an omitted optional input."""
-
-    family: str
-    op: str
-    inputs: list[Any]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    outputs: int = 1
-    opset: int = 17
-    label: str = ""
-    #: Float64 expectation from the inputs, for the few cases where the reference
-    #: evaluator does not implement the spec (it replaces the evaluator then).
-    expect: Callable[..., np.ndarray] | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.op}-{self.label}" if self.label else self.op
-
-
-def _softmax_rows(rows: np.ndarray) -> np.ndarray:
-    e = np.exp(rows - rows.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
-
-
-def _data(*shape: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
-    return _RNG.uniform(low, high, size=shape).astype(np.float32)
-
-
-def _i64(*values: int) -> Static:
-    return Static(np.asarray(values, dtype=np.int64))
-
-
-def _f32(*values: float) -> Static:
-    return Static(np.asarray(values, dtype=np.float32))
-
-
-def _wide(array: np.ndarray, float_type: int) -> np.ndarray:
-    if array.dtype == np.float32:
-        return array.astype(helper.tensor_dtype_to_np_dtype(float_type))
-    return array
-
-
-def build(case: Case, float_type: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """Return the one-node model in ``float_type`` and its feeds."""
-    names, graph_inputs, initializers, feeds = [], [], [], {}
-    for index, item in enumerate(case.inputs):
-        if item is None:
-            names.append("")
-            continue
-        name = f"in{index}"
-        names.append(name)
-        if isinstance(item, Static):
-            initializers.append(numpy_helper.from_array(_wide(item.value, float_type), name))
-        else:
-            value = _wide(np.asarray(item), float_type)
-            feeds[name] = value
-            elem = helper.np_dtype_to_tensor_dtype(value.dtype)
-            graph_inputs.append(helper.make_tensor_value_info(name, elem, value.shape))
-    outputs = [f"out{i}" for i in range(case.outputs)]
-    node = helper.make_node(case.op, names, outputs, name="node", **case.attrs)
-    graph = helper.make_graph(
-        [node],
-        "case",
-        graph_inputs,
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        initializer=initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
-    return model, feeds
-
-
-def reference(case: Case) -> list[np.ndarray]:
-    model, feeds = build(case, TensorProto.DOUBLE)
-    if case.expect is not None:
-        return [case.expect(*(f.value if isinstance(f, Static) else f for f in case.inputs))]
-    return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
-
-
-def run_jax(case: Case, adapter: Any) -> list[np.ndarray]:
-    model, feeds = build(case, TensorProto.FLOAT)
-    results = GraphProgram(model, adapter).run(feeds)
-    return [adapter.to_numpy(results[f"out{i}"]) for i in range(case.outputs)]
+_data = uniform(_RNG)
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:
@@ -189,8 +104,8 @@ CASES = [
         [np.arange(-6, 6, dtype=np.int64), np.asarray([4, -4] * 6, dtype=np.int64)],
         label="int",
     ),
-    Case("exact", "Clip", [x4, _f32(-0.5), _f32(0.7)], opset=13),
-    Case("exact", "Clip", [x4, _f32(-0.5)], opset=13, label="min-only"),
+    Case("exact", "Clip", [x4, f32(-0.5), f32(0.7)], opset=13),
+    Case("exact", "Clip", [x4, f32(-0.5)], opset=13, label="min-only"),
     Case("exact", "Clip", [x4], {"min": -1.0, "max": 0.25}, opset=6, label="attrs"),
     Case("exact", "Dropout", [x4]),
     Case("exact", "Cast", [x4 * 4], {"to": TensorProto.INT64}, label="float-to-int"),
@@ -223,20 +138,20 @@ CASES = [
     ),
     Case("exact", "MaxPool", [_data(1, 2, 9)], {"kernel_shape": [3], "strides": [2]}, label="1d"),
     Case("exact", "GlobalMaxPool", [x4]),
-    Case("exact", "Reshape", [x4, _i64(0, -1, 3)]),
+    Case("exact", "Reshape", [x4, i64(0, -1, 3)]),
     Case("exact", "Transpose", [x4], {"perm": [0, 2, 3, 1]}),
     Case("exact", "Transpose", [x4], label="default-perm"),
     Case("exact", "Flatten", [x4]),
     Case("exact", "Flatten", [x4], {"axis": -1}, label="axis-neg"),
-    Case("exact", "Squeeze", [_data(1, 3, 1, 4), _i64(0, -2)]),
+    Case("exact", "Squeeze", [_data(1, 3, 1, 4), i64(0, -2)]),
     Case("exact", "Squeeze", [_data(1, 3, 1, 4)], label="all"),
-    Case("exact", "Unsqueeze", [_data(3, 4), _i64(0, -1)]),
+    Case("exact", "Unsqueeze", [_data(3, 4), i64(0, -1)]),
     Case("exact", "Unsqueeze", [_data(3, 4)], {"axes": [1]}, opset=11, label="attr"),
-    Case("exact", "Expand", [_data(3, 1), _i64(2, 1, 4)]),
-    Case("exact", "Tile", [_data(2, 3), _i64(2, 3)]),
+    Case("exact", "Expand", [_data(3, 1), i64(2, 1, 4)]),
+    Case("exact", "Tile", [_data(2, 3), i64(2, 3)]),
     Case("exact", "Concat", [x4, _data(2, 2, 5, 6), _data(2, 1, 5, 6)], {"axis": 1}),
     Case("exact", "Concat", [x4, x4], {"axis": -1}, label="axis-neg"),
-    Case("exact", "Split", [_data(2, 10), _i64(3, 7)], {"axis": 1}, outputs=2),
+    Case("exact", "Split", [_data(2, 10), i64(3, 7)], {"axis": 1}, outputs=2),
     Case("exact", "Split", [_data(6, 4)], outputs=3, opset=13, label="equal"),
     Case(
         "exact",
@@ -256,18 +171,18 @@ CASES = [
         opset=11,
         label="attr",
     ),
-    Case("exact", "Slice", [x4, _i64(1, -4), _i64(3, 2**63 - 1), _i64(2, 3)]),
+    Case("exact", "Slice", [x4, i64(1, -4), i64(3, 2**63 - 1), i64(2, 3)]),
     Case(
         "exact",
         "Slice",
-        [x4, _i64(-1, 0), _i64(-(2**63), 6), _i64(-1, 3), _i64(-1, 2)],
+        [x4, i64(-1, 0), i64(-(2**63), 6), i64(-1, 3), i64(-1, 2)],
         label="neg-steps",
     ),
-    Case("exact", "Slice", [x4, _i64(0), _i64(-1)], label="default-axes"),
+    Case("exact", "Slice", [x4, i64(0), i64(-1)], label="default-axes"),
     Case(
         "exact", "Slice", [x4], {"starts": [1], "ends": [100], "axes": [2]}, opset=9, label="attrs"
     ),
-    Case("exact", "Gather", [x4, _i64(2, -1, 0)], {"axis": 1}),
+    Case("exact", "Gather", [x4, i64(2, -1, 0)], {"axis": 1}),
     Case(
         "exact", "Gather", [x4, Static(np.asarray(-2, dtype=np.int64))], {"axis": 3}, label="scalar"
     ),
@@ -278,26 +193,26 @@ CASES = [
         {"axis": 2},
         label="dynamic",
     ),
-    Case("exact", "Pad", [x4, _i64(0, 1, 2, 0, 0, 0, 1, 3), _f32(1.5)]),
-    Case("exact", "Pad", [x4, _i64(0, 0, 2, 1, 0, 0, 1, 2)], {"mode": "reflect"}, label="reflect"),
-    Case("exact", "Pad", [x4, _i64(0, 0, 2, 1, 0, 0, 1, 2)], {"mode": "edge"}, label="edge"),
+    Case("exact", "Pad", [x4, i64(0, 1, 2, 0, 0, 0, 1, 3), f32(1.5)]),
+    Case("exact", "Pad", [x4, i64(0, 0, 2, 1, 0, 0, 1, 2)], {"mode": "reflect"}, label="reflect"),
+    Case("exact", "Pad", [x4, i64(0, 0, 2, 1, 0, 0, 1, 2)], {"mode": "edge"}, label="edge"),
     # The reference evaluator's np.pad rejects negative pads (ONNX: crop).
     Case(
         "exact",
         "Pad",
-        [x4, _i64(0, 0, -1, 2, 0, 0, 1, -2)],
+        [x4, i64(0, 0, -1, 2, 0, 0, 1, -2)],
         label="negative",
         expect=lambda x, _: np.pad(x[:, :, 1:, :-2], ((0, 0), (0, 0), (0, 1), (2, 0))),
     ),
-    Case("exact", "Pad", [x4, _i64(1, 2, 0, 1), None, _i64(2, -1)], opset=18, label="axes"),
+    Case("exact", "Pad", [x4, i64(1, 2, 0, 1), None, i64(2, -1)], opset=18, label="axes"),
     Case(
         "exact",
         "ConstantOfShape",
-        [_i64(2, 3)],
+        [i64(2, 3)],
         {"value": numpy_helper.from_array(np.asarray([2.5], dtype=np.float32))},
     ),
     Case("exact", "ReduceMax", [x4], {"axes": [1, 3], "keepdims": 0}),
-    Case("exact", "ReduceMin", [x4, _i64(-1)], opset=18),
+    Case("exact", "ReduceMin", [x4, i64(-1)], opset=18),
     Case("exact", "ArgMax", [x4], {"axis": 1}),
     Case(
         "exact",
@@ -309,7 +224,7 @@ CASES = [
     Case(
         "exact",
         "Resize",
-        [x4, None, _f32(1, 1, 2, 2)],
+        [x4, None, f32(1, 1, 2, 2)],
         {
             "mode": "nearest",
             "coordinate_transformation_mode": "asymmetric",
@@ -320,7 +235,7 @@ CASES = [
     Case(
         "exact",
         "Resize",
-        [x4, None, None, _i64(2, 3, 9, 13)],
+        [x4, None, None, i64(2, 3, 9, 13)],
         {
             "mode": "nearest",
             "coordinate_transformation_mode": "asymmetric",
@@ -331,14 +246,14 @@ CASES = [
     Case(
         "exact",
         "Resize",
-        [x4, None, _f32(1, 1, 0.6, 0.5)],
+        [x4, None, f32(1, 1, 0.6, 0.5)],
         {"mode": "nearest"},
         label="down-half-pixel",
     ),
     Case(
         "exact",
         "Resize",
-        [x4, None, _f32(1, 1, 2, 2.5)],
+        [x4, None, f32(1, 1, 2, 2.5)],
         {
             "mode": "nearest",
             "coordinate_transformation_mode": "align_corners",
@@ -353,7 +268,7 @@ CASES = [
     Case("rounded", "Div", [x4, _data(6, low=0.5, high=2.0)]),
     Case("rounded", "Sqrt", [pos4]),
     Case("rounded", "Reciprocal", [pos4]),
-    Case("rounded", "Pow", [x4, _f32(2.0)], label="square"),
+    Case("rounded", "Pow", [x4, f32(2.0)], label="square"),
     Case("rounded", "Sum", [x4, x4, _data(6)]),
     Case("rounded", "LeakyRelu", [x4], {"alpha": 0.1}),
     Case("rounded", "PRelu", [x4, Static(_data(3, 1, 1))]),
@@ -368,7 +283,7 @@ CASES = [
     Case("transcendental", "Sigmoid", [x4 * 4]),
     # The reference evaluator rounds Erf (and so Gelu) to float32: np.vectorize(math.erf,
     # otypes="f"). The float64 expectation is written out.
-    Case("transcendental", "Erf", [x4], expect=lambda x: _erf(x)),
+    Case("transcendental", "Erf", [x4], expect=lambda x: erf(x)),
     Case("transcendental", "Sin", [x4]),
     Case("transcendental", "Cos", [x4]),
     Case("transcendental", "Softplus", [x4 * 4]),
@@ -384,7 +299,7 @@ CASES = [
         {"axis": 1},
         opset=11,
         label="coerced-2d",
-        expect=lambda x: _softmax_rows(x.astype(np.float64).reshape(2, -1)).reshape(x.shape),
+        expect=lambda x: softmax_rows(x.astype(np.float64).reshape(2, -1)).reshape(x.shape),
     ),
     Case("transcendental", "LogSoftmax", [x4 * 4], {"axis": 2}),
     Case(
@@ -392,7 +307,7 @@ CASES = [
         "Gelu",
         [x4 * 2],
         opset=20,
-        expect=lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
+        expect=lambda x: 0.5 * x * (1.0 + erf(x / np.sqrt(2.0))),
     ),
     Case("transcendental", "Gelu", [x4 * 2], {"approximate": "tanh"}, opset=20, label="tanh"),
     # ---- convolution ----
@@ -524,31 +439,31 @@ CASES = [
     ),
     # ---- reductions ----
     Case("reduce", "ReduceMean", [x4], {"axes": [2, 3]}),
-    Case("reduce", "ReduceMean", [x4, _i64(1)], {"keepdims": 0}, opset=18, label="axes-input"),
-    Case("reduce", "ReduceSum", [x4, _i64(-1, 1)], {"keepdims": 0}, opset=13),
+    Case("reduce", "ReduceMean", [x4, i64(1)], {"keepdims": 0}, opset=18, label="axes-input"),
+    Case("reduce", "ReduceSum", [x4, i64(-1, 1)], {"keepdims": 0}, opset=13),
     Case("reduce", "ReduceSum", [pos4], label="all-axes"),
-    Case("reduce", "ReduceSum", [x4, _i64()], {"noop_with_empty_axes": 1}, opset=13, label="noop"),
+    Case("reduce", "ReduceSum", [x4, i64()], {"noop_with_empty_axes": 1}, opset=13, label="noop"),
     Case("reduce", "ReduceProd", [x4 * 0.5 + 1.0], {"axes": [3]}),
     Case("reduce", "ReduceL2", [x4], {"axes": [1]}),
     # ---- linear resize ----
     Case(
         "resize",
         "Resize",
-        [x4, None, _f32(1, 1, 2, 2)],
+        [x4, None, f32(1, 1, 2, 2)],
         {"mode": "linear"},
         label="linear-half-pixel",
     ),
     Case(
         "resize",
         "Resize",
-        [x4, None, None, _i64(2, 3, 7, 11)],
+        [x4, None, None, i64(2, 3, 7, 11)],
         {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
         label="linear-align-corners",
     ),
     Case(
         "resize",
         "Resize",
-        [x4, None, _f32(1, 1, 0.6, 1.5)],
+        [x4, None, f32(1, 1, 0.6, 1.5)],
         {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
         label="linear-pytorch-down",
     ),
@@ -558,8 +473,8 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op_matches_float64_reference_jit_and_eager(case: Case) -> None:
     want = reference(case)
-    got = run_jax(case, JIT)
-    eager = run_jax(case, EAGER)
+    got = run_case(case, JIT)
+    eager = run_case(case, EAGER)
     assert len(got) == len(want) == len(eager)
     for g, w, e in zip(got, want, eager, strict=True):
         assert g.shape == w.shape, f"{case.id}: shape {g.shape} != {w.shape}"
@@ -579,15 +494,10 @@ def test_op_matches_float64_reference_jit_and_eager(case: Case) -> None:
 
 
 def test_every_brief_op_has_a_translator() -> None:
-    brief = """Add Sub Mul Div Pow Sqrt Erf Exp Log Neg Abs Tanh Sigmoid Relu LeakyRelu Clip
-        HardSigmoid HardSwish Softmax Conv MaxPool AveragePool GlobalAveragePool
-        BatchNormalization LayerNormalization Gemm MatMul Concat Split Slice Gather Reshape
-        Transpose Flatten Squeeze Unsqueeze Expand Tile Resize ReduceMean ReduceSum ReduceMax
-        Identity Cast Where Equal Min Max Pad Dropout ConstantOfShape Range""".split()
-    missing = sorted(set(brief) - set(registered_ops("jax")))
+    missing = sorted(set(BRIEF_OPS) - set(registered_ops("jax")))
     assert not missing
     tested = {case.op for case in CASES}
-    assert set(brief) <= tested
+    assert set(BRIEF_OPS) <= tested
 
 
 def _chain_model() -> onnx.ModelProto:
@@ -624,19 +534,6 @@ def _chain_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _as_double(model: onnx.ModelProto) -> onnx.ModelProto:
-    double = onnx.ModelProto()
-    double.CopyFrom(model)
-    for init in double.graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32:
-            init.CopyFrom(numpy_helper.from_array(array.astype(np.float64), init.name))
-    for vi in list(double.graph.input) + list(double.graph.output):
-        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
-            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
-    return double
-
-
 CHAIN = _chain_model()
 CHAIN_X = _data(2, 3, 8, 8)
 
@@ -647,7 +544,7 @@ CHAIN_TOLERANCE = 2e-6
 
 @pytest.mark.parametrize("adapter", [JIT, EAGER], ids=["jit", "eager"])
 def test_chain_matches_float64_reference(adapter: Any) -> None:
-    (want,) = ReferenceEvaluator(_as_double(CHAIN)).run(None, {"x": CHAIN_X.astype(np.float64)})
+    (want,) = ReferenceEvaluator(as_double(CHAIN)).run(None, {"x": CHAIN_X.astype(np.float64)})
     program = GraphProgram(CHAIN, adapter)
     assert program.op_types == ["Conv", "Relu", "MaxPool", "Resize", "Flatten", "Gemm"]
     got = adapter.to_numpy(program.run({"x": CHAIN_X})["y"])
@@ -686,8 +583,8 @@ def test_default_cpu_matmul_precision_is_full_fp32() -> None:
     # stays near 1e-7. "default" (jax's own choice) must equal "highest" on CPU.
     case = Case("matmul", "MatMul", [_data(64, 256), _data(256, 32)])
     want = reference(case)[0]
-    highest = run_jax(case, JIT)[0]
-    default = run_jax(case, make_adapter({"matmul_precision": "default"}))[0]
+    highest = run_case(case, JIT)[0]
+    default = run_case(case, make_adapter({"matmul_precision": "default"}))[0]
     assert relative_error(highest, want) < 2e-6
     np.testing.assert_array_equal(default, highest)
 
@@ -766,7 +663,7 @@ def test_float64_setting_runs_the_whole_graph_in_float64(tmp_path: Any) -> None:
     )
     assert out.split() == ["float64", "True"] + ["float64"] * 3
     got = np.load(tmp_path / "y.npy")
-    (want,) = ReferenceEvaluator(_as_double(CHAIN)).run(None, {"x": CHAIN_X.astype(np.float64)})
+    (want,) = ReferenceEvaluator(as_double(CHAIN)).run(None, {"x": CHAIN_X.astype(np.float64)})
     assert got.dtype == np.float64
     # float64 dot products of <= 256 terms: measured 5.1e-16 (double unit roundoff 1.1e-16).
     assert relative_error(got, want) <= 1e-14
