@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -112,3 +115,32 @@ def test_resume_with_other_settings_is_refused(tiny_onnx, tmp_path) -> None:
         "run", str(tiny_onnx), "--libs", "torch,onnxruntime", "--images", "2", "--out", str(out)
     )
     assert proc.returncode == 2 and "other settings" in proc.stderr
+
+
+def test_terminating_anpred_stops_its_workers(tiny_onnx, tmp_path) -> None:
+    """SIGTERM to anpred (like Ctrl-C) stops the running workers; none is left behind."""
+    import signal
+    import time
+
+    out = tmp_path / "term"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anpred", "run", str(tiny_onnx), "--libs", "torch,onnxruntime",
+         "--images", "1", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ANPRED_TEST_FAULT": "onnxruntime:hang"},
+    )  # fmt: skip
+    status = out / "captures" / "onnxruntime" / "status.json"
+    deadline = time.monotonic() + 300
+    worker = None
+    while worker is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            worker = json.loads(status.read_text()).get("pid")
+        except (OSError, ValueError):
+            continue
+    assert worker is not None, "the onnxruntime worker never started"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)

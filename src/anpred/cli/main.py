@@ -7,7 +7,9 @@ Exit codes: 0 no findings; 1 findings; 2 usage or input error; 3 a participant f
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -44,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(_signum: int, _frame: object) -> None:
+    """SIGTERM ends anpred like Ctrl-C: workers are stopped, finished work is kept."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code."""
     parser = build_parser()
@@ -51,6 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
+    try:
+        return _handle(args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    """Run the command; turn errors into one line and an exit code."""
     try:
         return int(args.handler(args))
     except AnpredError as err:

@@ -168,6 +168,46 @@ def run_workers(
     running: list[_Running] = []
     results: dict[str, WorkerResult] = {}
     notify = progress or (lambda _p, _m: None)
+    try:
+        _drive(
+            pending,
+            running,
+            results,
+            run_dir,
+            job,
+            input_ids,
+            threads,
+            parallel,
+            isolation_source,
+            limit,
+            notify,
+            env,
+        )
+    finally:
+        # interrupted (Ctrl-C, SIGTERM, an error here): no worker outlives the run
+        for item in running:
+            if item.process.poll() is None:
+                item.process.kill()
+                item.process.wait()
+            item.log.close()
+    return results
+
+
+def _drive(
+    pending: list[Participant],
+    running: list[_Running],
+    results: dict[str, WorkerResult],
+    run_dir: Path,
+    job: Mapping[str, Any],
+    input_ids: Sequence[str],
+    threads: int,
+    parallel: int,
+    isolation_source: Path | None,
+    limit: float,
+    notify: Progress,
+    env: Mapping[str, str] | None,
+) -> None:
+    """Start workers as slots free up and collect them until all are done."""
     while pending or running:
         while pending and len(running) < max(1, parallel):
             p = pending.pop(0)
@@ -213,4 +253,3 @@ def run_workers(
                     f"{result.status}"
                     + (f" at {result.step}: {result.message}" if result.status != "ok" else ""),
                 )
-    return results
