@@ -114,7 +114,7 @@ def misses(rows: Sequence[dict[str, Any]]) -> str:
             f"{r['isolation_top1']} | {r['library_blamed']} | "
             f"{r['stage_rel_l2_vs_fp64'] or 0:.1e} | {r['output_rel_l2_vs_fp64'] or 0:.1e} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 2 else "none: every fault was localized"
 
 
 def false_positive_table(results: Sequence[ModelResult]) -> str:
