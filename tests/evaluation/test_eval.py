@@ -91,6 +91,7 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     }
     assert set(rows) == {"onnxruntime[O0]", "jax[bf16]"}
     assert "**yes**" in rows["jax[bf16]"] and "| no (0/" in rows["onnxruntime[O0]"]
+    assert (out / "plots" / "configurations.png").stat().st_size > 1000
 
 
 def test_grid_sizes_are_checked(tmp_path) -> None:

@@ -356,6 +356,53 @@ def detection_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     return path
 
 
+def configuration_plot(results: Sequence[ModelResult], path: Path) -> Path | None:
+    """Distance from fp64 along the anchors, one panel per model, one line per participant.
+
+    The study's configurations are drawn solid, the default configurations thin and grey,
+    the fp32 noise floor dashed: a deviating configuration leaves the grey band at its
+    emergence anchor and the line shows how its error grows or shrinks downstream.
+    """
+    studies = [res for res in results if res.configurations]
+    if not studies:
+        return None
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(2, len(studies))
+    rows_n = math.ceil(len(studies) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 3.8 * rows_n), squeeze=False)
+    for ax, res in zip(axes.flat, studies, strict=False):
+        s = res.configurations or {}
+        anchors = [a["key"] for a in s.get("anchors", [])]
+        clean = {r["participant"] for r in res.clean.get("participants", [])}
+        x = list(range(len(anchors)))
+        for name, per in s.get("deviation", {}).get("vs_fp64", {}).items():
+            y = [per.get(a) or math.nan for a in anchors]
+            if name in clean:
+                ax.plot(x, y, color="0.7", linewidth=0.8)
+            else:
+                ax.plot(x, y, marker="o", markersize=3, linewidth=1.4, label=name)
+        floor = [(s.get("noise_floor", {}).get(a) or {}).get("median") or math.nan for a in anchors]
+        ax.plot(x, floor, "k--", linewidth=1, label="fp32 noise floor")
+        ax.set_yscale("log")
+        ax.set_xticks(x, anchors, rotation=45, ha="right", fontsize=7)
+        ax.set_title(f"{Path(res.model).stem}: distance from fp64 (grey: default configurations)")
+        ax.set_ylabel("rel L2 vs fp64")
+        ax.legend(fontsize=6, ncol=2, loc="best")
+    for ax in list(axes.flat)[len(studies) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
     """Write ``eval.md``, ``faults.csv`` and ``plots/detection.png``; return the Markdown path."""
     rows = [r for res in results for r in res.rows]
@@ -397,6 +444,8 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
         text += [title, "", body, ""]
     if plot:
         text += ["![detection](plots/detection.png)", ""]
+    if configuration_plot(results, out / "plots" / "configurations.png"):
+        text += ["![configurations](plots/configurations.png)", ""]
     path = out / "eval.md"
     path.write_text("\n".join(text))
     return path
