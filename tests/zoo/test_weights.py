@@ -64,3 +64,28 @@ def test_seeded_weights_are_deterministic_and_batchnorm_calibrated() -> None:
     assert not torch.equal(a.conv1.weight, c.conv1.weight)
     # recalibrated: running statistics are not the defaults (0 mean, unit variance)
     assert float(a.bn1.running_var.mean()) != pytest.approx(1.0, abs=1e-3)
+
+
+def test_convnext_layer_scales_make_residual_branches_count() -> None:
+    """torchvision initialises ConvNeXt's layer scales to 1e-6 (every block an identity);
+    seeded weights calibrate them so each branch has its block input's RMS."""
+    from anpred.zoo.weights import calibration_batch, layer_scale_blocks
+
+    model, weights_id = load_model("convnext_tiny", seed=0)
+    assert weights_id == "seed0-ls1"
+    blocks = layer_scale_blocks(model)
+    assert len(blocks) == 18 and all(float(b.layer_scale.min()) > 1e-3 for b in blocks)
+    ratios: list[float] = []
+    inputs: dict[int, torch.Tensor] = {}
+    for i, block in enumerate(blocks):
+        block.register_forward_pre_hook(lambda _m, a, i=i: inputs.__setitem__(i, a[0]))
+        block.block.register_forward_hook(
+            lambda _m, _a, out, i=i, block=block: ratios.append(
+                float((out * block.layer_scale).pow(2).mean().sqrt()
+                      / inputs[i].pow(2).mean().sqrt())
+            )
+        )  # fmt: skip
+    batch, _ = calibration_batch("convnext_tiny")
+    with torch.no_grad():
+        model(batch)
+    assert ratios == pytest.approx([1.0] * 18, rel=1e-4)

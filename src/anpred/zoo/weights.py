@@ -3,7 +3,12 @@
 Seeded weights are generated once per (model, seed) and cached as a state_dict, so every
 worker process loads bit-identical parameters. For models with BatchNorm, the running
 statistics are recalibrated on the bundled real photographs (one pass in train mode with
-cumulative averaging) so that activations have realistic scales.
+cumulative averaging) so that activations have realistic scales. For models with layer
+scales (ConvNeXt), torchvision initialises every scale to 1e-6, which turns each residual
+block into an identity (a fault inside a block then moves its output by ~1e-6 of its
+size); the scales are instead calibrated on the same photographs so that every residual
+branch has the RMS of its block's input, as branches and residual stream have in trained
+networks.
 
 Checkpoints are loaded safely: ``torch.load(weights_only=True)``; an ultralytics
 checkpoint (a dict holding a pickled model) is accepted only when every class it needs
@@ -64,18 +69,71 @@ def recalibrate_batchnorm(model: Any, batch: Any) -> None:
     model.eval()
 
 
+def layer_scale_blocks(model: Any) -> list[Any]:
+    """Residual blocks with a ``layer_scale`` parameter and a ``block`` branch (ConvNeXt)."""
+    import torch
+
+    return [
+        m
+        for m in model.modules()
+        if isinstance(getattr(m, "layer_scale", None), torch.nn.Parameter)
+        and isinstance(getattr(m, "block", None), torch.nn.Module)
+    ]
+
+
+def calibrate_layer_scales(model: Any, batch: Any) -> None:
+    """Set each block's layer scale so that its residual branch has its input's RMS.
+
+    One forward pass: a pre-hook records each block's input; a hook on its branch sets
+    ``layer_scale`` (all channels alike) to ``rms(input) / rms(branch output)`` before the
+    block multiplies by it, so later blocks see the calibrated earlier ones.
+    """
+    import torch
+
+    handles = []
+    for block in layer_scale_blocks(model):
+        seen: dict[str, Any] = {}
+
+        def remember(_module: Any, args: tuple[Any, ...], seen: dict[str, Any] = seen) -> None:
+            seen["input"] = args[0]
+
+        def scale(
+            _module: Any, _args: Any, out: Any, block: Any = block, seen: dict[str, Any] = seen
+        ) -> None:
+            rms_in = seen["input"].detach().pow(2).mean().sqrt()
+            rms_branch = out.detach().pow(2).mean().sqrt()
+            block.layer_scale.data.fill_(float(rms_in / rms_branch.clamp_min(1e-12)))
+
+        handles.append(block.register_forward_pre_hook(remember))
+        handles.append(block.block.register_forward_hook(scale))
+    try:
+        with torch.no_grad():
+            model.eval()(batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _weights_tag(model: Any, seed: int) -> str:
+    """Identifier of the seeded recipe (it names the cache file and keys the exports)."""
+    return f"seed{seed}" + ("-ls1" if layer_scale_blocks(model) else "")
+
+
 def seeded_state(name: str, seed: int) -> Path:
     """Return the cached state_dict of zoo model ``name`` generated from ``seed``."""
     import torch
 
-    path = cache_dir("weights") / f"{name}-seed{seed}.pt"
-    if path.exists():
-        return path
     torch.manual_seed(seed)
     model = get_model(name).build()
-    if has_batchnorm(model):
+    path = cache_dir("weights") / f"{name}-{_weights_tag(model, seed)}.pt"
+    if path.exists():
+        return path
+    if has_batchnorm(model) or layer_scale_blocks(model):
         batch, _ = calibration_batch(name)
-        recalibrate_batchnorm(model, batch)
+        if has_batchnorm(model):
+            recalibrate_batchnorm(model, batch)
+        if layer_scale_blocks(model):
+            calibrate_layer_scales(model, batch)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(model.state_dict(), tmp)
     os.replace(tmp, path)
@@ -145,14 +203,15 @@ def load_model(name: str, weights: str | None = None, seed: int = 0) -> tuple[An
         seed: Seed of the generated weights.
 
     Returns:
-        The model and a weights identifier (``seed0`` or ``sha256:<digest>``).
+        The model and a weights identifier (``seed0``; ``seed0-ls1`` for models whose
+        layer scales are calibrated; or ``sha256:<digest>``).
 
     Raises:
         WeightsError: When the checkpoint is unreadable or does not fit the architecture.
     """
     model = get_model(name).build()
     if weights is None:
-        path, weights_id = seeded_state(name, seed), f"seed{seed}"
+        path, weights_id = seeded_state(name, seed), _weights_tag(model, seed)
     else:
         path = Path(weights)
         if not path.is_file():
