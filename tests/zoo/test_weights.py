@@ -89,3 +89,15 @@ def test_convnext_layer_scales_make_residual_branches_count() -> None:
     with torch.no_grad():
         model(batch)
     assert ratios == pytest.approx([1.0] * 18, rel=1e-4)
+
+
+def test_zero_initialised_layers_are_redrawn() -> None:
+    """torchvision's ViT head starts at zero (constant logits); seeded weights redraw it."""
+    from anpred.zoo.weights import zero_layers
+
+    model, weights_id = load_model("vit_b_16", seed=0)
+    assert weights_id == "seed0-z1" and zero_layers(model) == []
+    x = torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(x)
+    assert float(logits.std()) > 0.1 and not torch.allclose(logits[0], logits[1])

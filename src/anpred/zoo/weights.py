@@ -114,9 +114,31 @@ def calibrate_layer_scales(model: Any, batch: Any) -> None:
             handle.remove()
 
 
+def zero_layers(model: Any) -> list[Any]:
+    """Linear and convolution layers whose weight is all zero (a constant output)."""
+    import torch
+
+    kinds = (torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+    return [m for m in model.modules() if isinstance(m, kinds) and not m.weight.any()]
+
+
+def redraw_zero_layers(model: Any) -> None:
+    """Draw zero-initialised layer weights from N(0, 1/fan_in) (torch's current RNG)."""
+    import torch
+
+    with torch.no_grad():
+        for layer in zero_layers(model):
+            fan_in = layer.weight[0].numel()
+            layer.weight.normal_(0.0, fan_in**-0.5)
+
+
 def _weights_tag(model: Any, seed: int) -> str:
     """Identifier of the seeded recipe (it names the cache file and keys the exports)."""
-    return f"seed{seed}" + ("-ls1" if layer_scale_blocks(model) else "")
+    return (
+        f"seed{seed}"
+        + ("-ls1" if layer_scale_blocks(model) else "")
+        + ("-z1" if zero_layers(model) else "")
+    )
 
 
 def seeded_state(name: str, seed: int) -> Path:
@@ -128,6 +150,7 @@ def seeded_state(name: str, seed: int) -> Path:
     path = cache_dir("weights") / f"{name}-{_weights_tag(model, seed)}.pt"
     if path.exists():
         return path
+    redraw_zero_layers(model)
     if has_batchnorm(model) or layer_scale_blocks(model):
         batch, _ = calibration_batch(name)
         if has_batchnorm(model):
