@@ -230,7 +230,15 @@ class TorchRunner(Runner):
             )
         from anpred.zoo.weights import load_model
 
-        model, _ = load_model(job.zoo_model, job.weights, job.seed)
+        model, weights_id = load_model(job.zoo_model, job.weights, job.seed)
+        exported = job.export.weights_id
+        if exported is not None and exported != weights_id:
+            from anpred.errors import UsageError
+
+            raise UsageError(
+                f"this run's export has weights {exported}, but this anpred builds "
+                f"{weights_id} (the seeded-weights recipe changed); start a new run directory"
+            )
         anchors = {}
         for record in job.export.anchors:
             if record.module:

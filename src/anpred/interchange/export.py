@@ -15,7 +15,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ class AnchoredExport:
     input_shape: tuple[int, ...]
     opset: int
     anchors: tuple[AnchorOutput, ...]
+    #: The weights the graphs were exported with (``seed0``, ``sha256:...``), for zoo models.
+    weights_id: str | None = None
 
     @property
     def anchored_path(self) -> Path:
@@ -75,6 +77,7 @@ class AnchoredExport:
             "input_shape": list(self.input_shape),
             "opset": self.opset,
             "anchors": [asdict(a) for a in self.anchors],
+            "weights_id": self.weights_id,
         }
 
     @classmethod
@@ -88,6 +91,7 @@ class AnchoredExport:
             anchors=tuple(
                 AnchorOutput(**{**a, "shape": tuple(a["shape"])}) for a in data["anchors"]
             ),
+            weights_id=data.get("weights_id"),
         )
 
 
@@ -218,9 +222,9 @@ def export_zoo_model(
     folder = cache_dir("exports") / export_key(name, weights_id, anchors, opset, shape)
     cached = load_export(folder)
     if cached is not None:
-        return cached
+        return replace(cached, weights_id=weights_id)
     try:
-        return export_anchored(model, anchors, shape, folder, opset)
+        return replace(export_anchored(model, anchors, shape, folder, opset), weights_id=weights_id)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
