@@ -35,6 +35,12 @@ def test_grid_defaults_and_unknown_keys(tmp_path) -> None:
     path.write_text(json.dumps({"faults": [], "configurations": ["jax[nojit]"]}))
     grid = load_grid(path)
     assert grid.faults == () and grid.configurations == ("jax[nojit]",)
+    path.write_text(json.dumps({"models": ["yolov8n", "yolo8n"]}))
+    with pytest.raises(UsageError, match="'yolo8n' is not in the zoo"):
+        load_grid(path)
+    path.write_text(json.dumps({"models": [str(tmp_path / "missing.onnx")]}))
+    with pytest.raises(UsageError, match="no such ONNX file"):
+        load_grid(path)
     path.write_text(json.dumps({"configurations": ["jax[fast]"]}))
     with pytest.raises(UsageError, match=r"jax\[fast\]"):
         load_grid(path)

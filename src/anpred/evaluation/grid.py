@@ -92,6 +92,23 @@ STUDY_CONFIGURATIONS = (
 )
 
 
+def _check_models(models: tuple[str, ...]) -> None:
+    """Refuse unknown models before hours of work on the others.
+
+    Raises:
+        UsageError: A name that is neither a zoo model nor an existing ``.onnx`` file.
+    """
+    from anpred.zoo.registry import model_names
+
+    known = model_names()
+    for model in models:
+        if model.endswith(".onnx"):
+            if not Path(model).is_file():
+                raise UsageError(f"grid model {model!r}: no such ONNX file")
+        elif model not in known:
+            raise UsageError(f"grid model {model!r} is not in the zoo ({', '.join(known)})")
+
+
 def load_grid(path: str | Path | None) -> EvalGrid:
     """Read a grid file (JSON); missing keys take the defaults.
 
@@ -117,6 +134,8 @@ def load_grid(path: str | Path | None) -> EvalGrid:
         else DEFAULT_GRID.faults
     )
     stages = data.get("stages", "all")
+    models = tuple(data.get("models", DEFAULT_GRID.models))
+    _check_models(models)
     configurations = tuple(data.get("configurations", ()))
     for name in configurations:
         parse_participant(name)
@@ -124,7 +143,7 @@ def load_grid(path: str | Path | None) -> EvalGrid:
     if sizes and (len(sizes) < 2 or any(not isinstance(v, int) or v % 32 for v in sizes)):
         raise UsageError(f"grid sizes must be two or more multiples of 32, got {list(sizes)}")
     return EvalGrid(
-        models=tuple(data.get("models", DEFAULT_GRID.models)),
+        models=models,
         libs=data.get("libs", DEFAULT_GRID.libs),
         faulty=tuple(data.get("faulty", DEFAULT_GRID.faulty)),
         stages=stages if isinstance(stages, str) else tuple(stages),
