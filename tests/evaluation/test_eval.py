@@ -98,6 +98,13 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     assert set(rows) == {"onnxruntime[O0]", "jax[bf16]"}
     assert "**yes**" in rows["jax[bf16]"] and "| no (0/" in rows["onnxruntime[O0]"]
     assert (out / "plots" / "configurations.png").stat().st_size > 1000
+    # an interrupted study resumes: finished configuration workers are not run again
+    (study / "summary.json").unlink()
+    again = anpred("eval", "--config", str(grid), "--out", str(out))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "[jax[bf16]] already done (resumed)" in again.stderr
+    assert "[jax[bf16]] started" not in again.stderr
+    assert (study / "summary.json").exists()
 
 
 def test_grid_sizes_are_checked(tmp_path) -> None:

@@ -20,7 +20,7 @@ from anpred.backends.base import ModelJob
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid
 from anpred.execution.layout import participant_dir, read_json, safe_name, write_json
-from anpred.execution.pool import run_workers
+from anpred.execution.pool import WorkerResult, run_workers
 from anpred.inject.ground_truth import detection
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
@@ -35,7 +35,7 @@ from anpred.participants import (
 )
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.options import RunOptions
-from anpred.pipeline.run import is_onnx_path, run
+from anpred.pipeline.run import finished_worker, is_onnx_path, run
 
 Say = Callable[[str], None]
 
@@ -163,15 +163,24 @@ def derive_run(
         if say is not None:
             say(f"  [{name}] {message}")
 
-    results = run_workers(
-        out,
-        add,
-        job,
-        read_json(base / "inputs.json")["ids"],
-        threads=threads,
-        parallel=parallel,
-        isolation_source=participant_dir(out, REFERENCE64),
-        progress=progress,
+    input_ids = read_json(base / "inputs.json")["ids"]
+    results: dict[str, WorkerResult] = {}
+    for p in add:  # resume: an interrupted study keeps its finished workers
+        done = finished_worker(out, p, len(input_ids), isolation=True)
+        if done is not None:
+            results[p.name] = done
+            progress(p.name, "already done (resumed)")
+    results.update(
+        run_workers(
+            out,
+            [p for p in add if p.name not in results],
+            job,
+            input_ids,
+            threads=threads,
+            parallel=parallel,
+            isolation_source=participant_dir(out, REFERENCE64),
+            progress=progress,
+        )
     )
     merged = {k: v for k, v in workers.items() if k != drop}
     merged.update({name: result.to_dict() for name, result in results.items()})

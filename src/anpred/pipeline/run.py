@@ -167,9 +167,10 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
     return export
 
 
-def _finished(
+def finished_worker(
     run_dir: Path, participant: Participant, n_inputs: int, isolation: bool
 ) -> WorkerResult | None:
+    """The result of a participant that already finished in ``run_dir`` (resume), or ``None``."""
     folder = participant_dir(run_dir, participant.name)
     status = folder / "status.json"
     if not status.exists():
@@ -228,7 +229,7 @@ def execute(
     ):
         todo = []
         for p in group:
-            done = _finished(run_dir, p, len(input_ids), bool(source) and options.isolation)
+            done = finished_worker(run_dir, p, len(input_ids), bool(source) and options.isolation)
             if done is not None:
                 results[p.name] = done
                 say(f"  [{p.name}] already done (resumed)")
