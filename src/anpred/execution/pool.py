@@ -169,20 +169,33 @@ def run_workers(
     results: dict[str, WorkerResult] = {}
     notify = progress or (lambda _p, _m: None)
     try:
-        _drive(
-            pending,
-            running,
-            results,
-            run_dir,
-            job,
-            input_ids,
-            threads,
-            parallel,
-            isolation_source,
-            limit,
-            notify,
-            env,
-        )
+        while pending or running:
+            while pending and len(running) < max(1, parallel):
+                p = pending.pop(0)
+                running.append(
+                    _start(p, run_dir, job, input_ids, threads, isolation_source, limit, env)
+                )
+                notify(p.name, "started")
+            time.sleep(0.2)
+            for item in list(running):
+                done = _count_done(item.folder)
+                if done != item.reported:
+                    item.reported = done
+                    notify(item.participant.name, f"{done}/{len(input_ids)} inputs")
+                timed_out = item.process.poll() is None and time.monotonic() > item.deadline
+                if timed_out:
+                    item.process.kill()
+                    item.process.wait()
+                if item.process.poll() is not None:
+                    item.log.close()
+                    result = _result(item, timed_out, len(input_ids))
+                    results[item.participant.name] = result
+                    running.remove(item)
+                    notify(
+                        item.participant.name,
+                        f"{result.status}"
+                        + (f" at {result.step}: {result.message}" if result.status != "ok" else ""),
+                    )
     finally:
         # interrupted (Ctrl-C, SIGTERM, an error here): no worker outlives the run
         for item in running:
@@ -193,63 +206,35 @@ def run_workers(
     return results
 
 
-def _drive(
-    pending: list[Participant],
-    running: list[_Running],
-    results: dict[str, WorkerResult],
+def _start(
+    p: Participant,
     run_dir: Path,
     job: Mapping[str, Any],
     input_ids: Sequence[str],
     threads: int,
-    parallel: int,
     isolation_source: Path | None,
     limit: float,
-    notify: Progress,
     env: Mapping[str, str] | None,
-) -> None:
-    """Start workers as slots free up and collect them until all are done."""
-    while pending or running:
-        while pending and len(running) < max(1, parallel):
-            p = pending.pop(0)
-            folder = participant_dir(run_dir, p.name)
-            folder.mkdir(parents=True, exist_ok=True)
-            job_file = folder / "job.json"
-            write_json(
-                job_file,
-                {
-                    **job,
-                    "participant": p.to_dict(),
-                    "out": str(folder),
-                    "input_ids": list(input_ids),
-                    "isolation_source": str(isolation_source or "") or None,
-                },
-            )
-            log = open(folder / "worker.log", "ab")  # noqa: SIM115 - closed when it ends
-            process = subprocess.Popen(
-                [sys.executable, "-m", "anpred.execution.worker", str(job_file)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=participant_env(p, threads, env),
-            )
-            running.append(_Running(p, folder, process, time.monotonic() + limit, log))
-            notify(p.name, "started")
-        time.sleep(0.2)
-        for item in list(running):
-            done = _count_done(item.folder)
-            if done != item.reported:
-                item.reported = done
-                notify(item.participant.name, f"{done}/{len(input_ids)} inputs")
-            timed_out = item.process.poll() is None and time.monotonic() > item.deadline
-            if timed_out:
-                item.process.kill()
-                item.process.wait()
-            if item.process.poll() is not None:
-                item.log.close()
-                result = _result(item, timed_out, len(input_ids))
-                results[item.participant.name] = result
-                running.remove(item)
-                notify(
-                    item.participant.name,
-                    f"{result.status}"
-                    + (f" at {result.step}: {result.message}" if result.status != "ok" else ""),
-                )
+) -> _Running:
+    """Write a participant's job file and start its worker process."""
+    folder = participant_dir(run_dir, p.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    job_file = folder / "job.json"
+    write_json(
+        job_file,
+        {
+            **job,
+            "participant": p.to_dict(),
+            "out": str(folder),
+            "input_ids": list(input_ids),
+            "isolation_source": str(isolation_source or "") or None,
+        },
+    )
+    log = open(folder / "worker.log", "ab")  # noqa: SIM115 - closed when it ends
+    process = subprocess.Popen(
+        [sys.executable, "-m", "anpred.execution.worker", str(job_file)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=participant_env(p, threads, env),
+    )
+    return _Running(p, folder, process, time.monotonic() + limit, log)
