@@ -16,11 +16,9 @@ from typing import Any
 
 import onnx
 
-from anpred.backends.base import ModelJob
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid
 from anpred.execution.layout import participant_dir, read_json, safe_name, write_json
-from anpred.execution.pool import WorkerResult, run_workers
 from anpred.inject.ground_truth import detection
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
@@ -35,7 +33,7 @@ from anpred.participants import (
 )
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.options import RunOptions
-from anpred.pipeline.run import finished_worker, is_onnx_path, run
+from anpred.pipeline.run import model_job, resume_workers, run
 
 Say = Callable[[str], None]
 
@@ -153,34 +151,18 @@ def derive_run(
     for name in workers:
         if name != drop:
             _link(participant_dir(base, name), participant_dir(out, name))
-    zoo = None if is_onnx_path(model) else model
-    job = {
-        "model": ModelJob(export, zoo, options.get("weights"), options.get("seed", 0)).to_dict(),
-        "inputs": str((out / "inputs.npz").resolve()),
-    }
-
-    def progress(name: str, message: str) -> None:
-        if say is not None:
-            say(f"  [{name}] {message}")
-
-    input_ids = read_json(base / "inputs.json")["ids"]
-    results: dict[str, WorkerResult] = {}
-    for p in add:  # resume: an interrupted study keeps its finished workers
-        done = finished_worker(out, p, len(input_ids), isolation=True)
-        if done is not None:
-            results[p.name] = done
-            progress(p.name, "already done (resumed)")
-    results.update(
-        run_workers(
-            out,
-            [p for p in add if p.name not in results],
-            job,
-            input_ids,
-            threads=threads,
-            parallel=parallel,
-            isolation_source=participant_dir(out, REFERENCE64),
-            progress=progress,
-        )
+    job = model_job(
+        export, model, options.get("weights"), options.get("seed", 0), out / "inputs.npz"
+    )
+    results = resume_workers(
+        out,
+        add,
+        job,
+        read_json(base / "inputs.json")["ids"],
+        say or (lambda _m: None),
+        threads,
+        parallel,
+        participant_dir(out, REFERENCE64),
     )
     merged = {k: v for k, v in workers.items() if k != drop}
     merged.update({name: result.to_dict() for name, result in results.items()})

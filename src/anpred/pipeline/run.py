@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,61 @@ def finished_worker(
     )
 
 
+def resume_workers(
+    run_dir: Path,
+    participants: Sequence[Participant],
+    job: Mapping[str, Any],
+    input_ids: Sequence[str],
+    say: Say,
+    threads: int,
+    parallel: int,
+    isolation_source: Path | None,
+    timeout: float | None = None,
+) -> dict[str, WorkerResult]:
+    """Run the participants that have not finished in ``run_dir`` yet; reuse the others."""
+
+    def progress(name: str, message: str) -> None:
+        say(f"  [{name}] {message}")
+
+    results: dict[str, WorkerResult] = {}
+    todo = []
+    for p in participants:
+        done = finished_worker(run_dir, p, len(input_ids), isolation_source is not None)
+        if done is not None:
+            results[p.name] = done
+            progress(p.name, "already done (resumed)")
+        else:
+            todo.append(p)
+    if todo:
+        results.update(
+            run_workers(
+                run_dir,
+                todo,
+                job,
+                input_ids,
+                threads=threads,
+                parallel=parallel,
+                isolation_source=isolation_source,
+                timeout=timeout,
+                progress=progress,
+            )
+        )
+    return results
+
+
+def model_job(
+    export: AnchoredExport, model: str, weights: str | None, seed: int, inputs: Path
+) -> dict[str, Any]:
+    """The job fields every worker of a run shares: what to run, on which inputs."""
+    from anpred.backends.base import ModelJob
+
+    zoo = None if is_onnx_path(model) else model
+    return {
+        "model": ModelJob(export, zoo, weights, seed).to_dict(),
+        "inputs": str(inputs),
+    }
+
+
 def execute(
     options: RunOptions,
     run_dir: Path,
@@ -210,45 +265,26 @@ def execute(
     timeout: float | None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
-    from anpred.backends.base import ModelJob
-
-    zoo = None if is_onnx_path(options.model) else options.model
-    job = {
-        "model": ModelJob(export, zoo, options.weights, options.seed).to_dict(),
-        "inputs": str(run_dir / "inputs.npz"),
-    }
+    job = model_job(export, options.model, options.weights, options.seed, run_dir / "inputs.npz")
     results: dict[str, WorkerResult] = {}
-
-    def progress(name: str, message: str) -> None:
-        say(f"  [{name}] {message}")
-
     reference = parse_participant(REFERENCE64)
     for group, source in (
         ([reference], None),
         (participants, participant_dir(run_dir, REFERENCE64)),
     ):
-        todo = []
-        for p in group:
-            done = finished_worker(run_dir, p, len(input_ids), bool(source) and options.isolation)
-            if done is not None:
-                results[p.name] = done
-                say(f"  [{p.name}] already done (resumed)")
-            else:
-                todo.append(p)
-        if todo:
-            results.update(
-                run_workers(
-                    run_dir,
-                    todo,
-                    job,
-                    input_ids,
-                    threads=threads,
-                    parallel=parallel,
-                    isolation_source=source if options.isolation else None,
-                    timeout=timeout,
-                    progress=progress,
-                )
+        results.update(
+            resume_workers(
+                run_dir,
+                group,
+                job,
+                input_ids,
+                say,
+                threads,
+                parallel,
+                source if options.isolation else None,
+                timeout,
             )
+        )
     order = [REFERENCE64, *(p.name for p in participants)]
     return {name: results[name] for name in order if name in results}
 

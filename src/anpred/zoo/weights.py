@@ -151,11 +151,12 @@ def seeded_state(name: str, seed: int) -> Path:
     if path.exists():
         return path
     redraw_zero_layers(model)
-    if has_batchnorm(model) or layer_scale_blocks(model):
+    batchnorm, layer_scales = has_batchnorm(model), bool(layer_scale_blocks(model))
+    if batchnorm or layer_scales:
         batch, _ = calibration_batch(name)
-        if has_batchnorm(model):
+        if batchnorm:
             recalibrate_batchnorm(model, batch)
-        if layer_scale_blocks(model):
+        if layer_scales:
             calibrate_layer_scales(model, batch)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(model.state_dict(), tmp)
