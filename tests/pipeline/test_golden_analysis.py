@@ -1,0 +1,59 @@
+"""Behaviour unchanged: analysing a stored run gives the numbers the pre-refactor code gave.
+
+``data/golden_run`` is a run directory written by anpred before the run store and the typed
+summary existed (commit 4efddff): the tiny CNN (16x16 input) in torch, onnxruntime with a
+bf16 fault at ``s2``, openvino and jax, on 5 inputs, with its ``summary.json`` and
+``deviations.parquet``. The captures are re-analysed by today's code and every value must
+match. Floats are compared to 1e-9 relative: the analysis is NumPy-only and deterministic on
+one machine (measured: bit-identical), but NumPy's SIMD reductions may round the last bits
+differently on another CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from anpred.pipeline.analyse import analyse
+
+GOLDEN = Path(__file__).parent / "data" / "golden_run"
+
+#: Keys that depend on the machine or the moment, not on the analysis.
+VOLATILE = {"wall_seconds"}
+
+
+def _assert_same(got: Any, expected: Any, where: str = "") -> None:
+    if isinstance(expected, dict):
+        assert isinstance(got, dict), where
+        assert set(got) - VOLATILE == set(expected) - VOLATILE, where
+        for key in set(expected) - VOLATILE:
+            _assert_same(got[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            _assert_same(g, e, f"{where}[{i}]")
+    elif isinstance(expected, float) and not isinstance(got, bool):
+        assert isinstance(got, int | float), where
+        assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-300), (where, got, expected)
+    else:
+        assert got == expected, (where, got, expected)
+
+
+def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(GOLDEN, run_dir)
+    (run_dir / "summary.json").unlink()
+    (run_dir / "deviations.parquet").unlink()
+    summary = analyse(run_dir)
+    import json
+
+    expected = json.loads((GOLDEN / "summary.json").read_text())
+    assert expected["findings"], "the golden run must have findings to compare"
+    _assert_same(summary, expected)
+    got_rows = pq.read_table(run_dir / "deviations.parquet").to_pylist()
+    expected_rows = pq.read_table(GOLDEN / "deviations.parquet").to_pylist()
+    _assert_same(got_rows, expected_rows)
