@@ -1,0 +1,51 @@
+"""Two clones sharing the cached environment each run their own code (issue 17, item 3).
+
+``scripts/setup-env.sh`` keeps the libraries in one shared cache and gives every clone its
+own small ``.venv`` with anpred installed from that clone. Before, the editable install
+lived in the shared cache and pointed at whichever clone ran ``make env`` last.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _anpred_of(clone: Path) -> str:
+    code = "import anpred; print(anpred.__file__)"
+    out = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-c", code],
+        capture_output=True, text=True, check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_a_second_clone_does_not_take_over_this_clones_environment(tmp_path: Path) -> None:
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs a git checkout")
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("needs `make env` to have run in this clone")
+    other = tmp_path / "other-clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(other)], check=True)
+    # the script as it is in this tree, committed or not
+    shutil.copy(ROOT / "scripts" / "setup-env.sh", other / "scripts" / "setup-env.sh")
+    env = {**os.environ, "PYTHON": sys.executable}
+    subprocess.run(
+        ["bash", str(other / "scripts" / "setup-env.sh")],
+        cwd=other, env=env, capture_output=True, text=True, check=True, timeout=600,
+    )
+    assert _anpred_of(other).startswith(str(other.resolve()) + "/")
+    assert _anpred_of(ROOT).startswith(str(ROOT) + "/src/")
+    # ... and running it again in this clone does not move the other one either.
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup-env.sh")],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=600,
+    )
+    assert _anpred_of(other).startswith(str(other.resolve()) + "/")
