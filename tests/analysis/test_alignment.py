@@ -66,6 +66,16 @@ def test_indistinguishable_axis_orders_are_refused_unless_values_are_identical()
         align(noisy, ref.shape, None, reference=ref)
 
 
+def test_a_zero_reference_cannot_choose_an_axis_order():
+    # relative L2 against a zero reference is inf for every order (metrics.relative_l2)
+    zero = np.zeros((1, 16, 8, 8))
+    capture = _reference((1, 8, 8, 16))
+    with pytest.raises(AlignmentError, match="the reference is zero"):
+        align(capture, zero.shape, None, reference=zero)
+    # a zero capture is 0 away in every order, all orders give the same values: taken
+    assert not align(np.zeros((1, 8, 8, 16)), zero.shape, None, reference=zero).values.any()
+
+
 def test_unique_axis_order_is_inferred_from_shape():
     ref = _reference((1, 84, 210))
     aligned = align(ref.transpose(0, 2, 1), ref.shape, None)

@@ -43,6 +43,40 @@ def test_relative_l2_formula_and_zero_guard():
     assert math.isnan(m("rel_l2", [np.nan, 1.0], [1.0, 1.0]))
 
 
+# below the smallest normal float32 (2**-126 ≈ 1.18e-38): float32-subnormal magnitudes
+SUBNORMAL32 = 1e-39
+
+
+@pytest.mark.parametrize(
+    ("x", "c", "expected"),
+    [
+        ([0.0, 0.0], [0.0, 0.0], 0.0),  # zero reference, zero value
+        ([0.0, 1e-3], [0.0, 0.0], math.inf),  # zero reference, nonzero value
+        ([SUBNORMAL32, 0.0], [0.0, 0.0], 0.0),  # a subnormal difference counts as zero
+        ([0.0, 0.0], [SUBNORMAL32, 0.0], 0.0),  # flushed to zero: no error
+        ([1.0, 0.0], [SUBNORMAL32, 0.0], math.inf),  # was 1e39 as a plain ratio
+        ([2.0**-125, 0.0], [2.0**-126, 0.0], 1.0),  # normal float32 norms: a plain ratio
+        ([np.inf, 1.0], [1.0, 1.0], math.inf),
+        ([np.inf, 0.0], [0.0, 0.0], math.inf),
+        ([np.nan, 0.0], [0.0, 0.0], math.nan),
+        ([1.0, 1.0], [np.inf, 1.0], math.nan),
+        ([1.0, 1.0], [np.nan, 1.0], math.nan),
+    ],
+)
+def test_relative_l2_rule_for_zero_subnormal_and_non_finite_references(x, c, expected):
+    got = metrics_module.relative_l2(np.asarray(x), np.asarray(c, dtype=np.float64))
+    assert got == expected or (math.isnan(expected) and math.isnan(got))
+    registered = m("rel_l2", x, c)
+    assert registered == got or (math.isnan(got) and math.isnan(registered))
+
+
+def test_relative_l2_is_one_function_with_one_resolution():
+    assert get_metric("rel_l2").resolution == metrics_module.RELATIVE_L2_RESOLUTION == 2.0**-24
+    assert metrics_module.ZERO_NORM == float(np.finfo(np.float32).tiny)
+    with pytest.raises(ValueError, match="shapes differ"):
+        metrics_module.relative_l2(np.zeros(4), np.zeros((2, 2)))
+
+
 def test_max_abs():
     assert m("max_abs", [1.0, -2.0, 3.0], [1.5, -2.0, 2.0]) == 1.0
 

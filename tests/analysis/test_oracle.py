@@ -363,6 +363,29 @@ def test_an_introduced_error_that_stands_out_is_a_finding(five_participant_run, 
         assert v.statistics()["introduced"] == introduced[(v.participant, v.input_id)]
 
 
+def test_introduced_error_is_judged_with_relative_l2_resolution(five_participant_run):
+    """Introduced errors are relative L2 whatever the primary metric: with ``max_ulp``
+    primary (resolution 1 ULP) they are still judged against rel_l2's 2**-24."""
+    run = five_participant_run
+    anchor = run.anchors[-1]
+    evidence = _evidence_at(run, anchor)
+    participants = [d.participant for d in evidence[0].deviations]
+    introduced = {
+        (p, i): 1e-6 * (1 + 0.2 * k) for k, p in enumerate(participants) for i in run.captures
+    }
+    faulty = next(p for p in participants if p != REFERENCE)
+    for i in run.captures:
+        introduced[(faulty, i)] = 50e-6
+    floor = dict.fromkeys(run.captures, 0.0)  # a zero floor falls back to the resolution
+    params = OracleParams(primary_metric="max_ulp")
+    verdicts = judge_anchor(evidence, params, introduced=introduced, introduced_floor=floor)
+    for v in verdicts:
+        assert v.primary.metric == "max_ulp"
+        assert v.introduced is not None and v.introduced.metric == "rel_l2"
+        assert v.introduced.noise_threshold == NOISE_FACTOR * 2.0**-24
+        assert (Criterion.INTRODUCED in v.exceeded) == (v.participant == faulty)
+
+
 def test_clean_introduced_errors_add_no_finding(five_participant_run):
     run = five_participant_run
     anchor = run.anchors[0]

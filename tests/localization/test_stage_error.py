@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from anpred.analysis import get_metric
 from anpred.errors import UsageError
 from anpred.localization import relative_l2, stage_isolation
 
@@ -12,10 +13,27 @@ def test_relative_l2_known_values():
     ref = np.array([3.0, 4.0])
     assert relative_l2(np.array([3.0, 4.5], dtype=np.float32), ref) == pytest.approx(0.1)
     assert relative_l2(ref, ref) == 0.0
-    assert relative_l2(np.array([0.0, 2.0]), np.zeros(2)) == 2.0  # absolute fallback
     assert relative_l2(np.array([np.nan, 4.0]), ref) == math.inf
     with pytest.raises(UsageError, match="shapes differ"):
         relative_l2(np.zeros(3), ref)
+    with pytest.raises(UsageError, match="must be finite"):
+        relative_l2(ref, np.array([np.inf, 4.0]))
+
+
+def test_relative_l2_follows_the_metrics_rule_for_a_zero_reference():
+    """One relative L2: stage isolation's is the oracle's ``rel_l2`` (no absolute
+    fallback), so introduced errors and verdicts use one zero rule and one resolution."""
+    zero = np.zeros(2)
+    assert relative_l2(zero, zero) == 0.0
+    assert relative_l2(np.array([0.0, 2.0]), zero) == math.inf  # was 2.0 (absolute norm)
+    subnormal = np.array([1e-39, 0.0])  # below the smallest normal float32: zero
+    assert relative_l2(zero, subnormal) == 0.0  # a flushed subnormal is no error
+    assert relative_l2(np.array([1.0, 0.0]), subnormal) == math.inf
+    assert relative_l2(np.array([np.nan, 0.0]), zero) == math.inf  # non-finite: inf
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((3, 70_000))  # more than one block of the metric
+    x = (ref * (1 + 1e-6 * rng.standard_normal(ref.shape))).astype(np.float32)
+    assert relative_l2(x, ref) == get_metric("rel_l2")(x.astype(np.float64), ref)
 
 
 def test_introduced_inherited_total_and_ratio():

@@ -21,8 +21,9 @@ Rules, in order:
 4. **unknown layout**: when no layout is recorded and step 3 does not fit, the axis
    orders that would make it fit are searched. One candidate is taken as it is; among
    several (an NHWC capture of a square feature map fits both NCHW and NCWH), the one
-   closest to the reference values (relative L2) is taken if it is clearly closer
-   (:data:`AMBIGUITY_RATIO`), and otherwise the capture is refused.
+   closest to the reference values (:func:`~anpred.analysis.metrics.relative_l2`) is
+   taken if it is clearly closer (:data:`AMBIGUITY_RATIO`), and otherwise the capture is
+   refused (as is a nonzero capture against a zero reference: no order is closer).
 5. **channel order**: a :class:`~anpred.analysis.channels.ChannelPermutation` (from
    :func:`~anpred.analysis.channels.infer_channel_permutation`) is applied last.
 """
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from anpred.analysis.channels import ChannelPermutation
-from anpred.analysis.metrics import l2_norm
+from anpred.analysis.metrics import relative_l2
 from anpred.errors import AnpredError
 
 AMBIGUITY_RATIO = 4.0
@@ -131,12 +132,6 @@ def _cast_steps(dtype: np.dtype) -> list[str]:
     return [] if dtype == np.float64 else [f"cast {dtype}->float64"]
 
 
-def _relative_l2(x: np.ndarray, reference: np.ndarray) -> float:
-    denominator = l2_norm(reference)
-    difference = l2_norm(x.astype(np.float64) - reference)
-    return difference / denominator if denominator > 0 else difference
-
-
 def _search_axis_orders(
     array: np.ndarray, reference_shape: tuple[int, ...], reference: np.ndarray | None
 ) -> tuple[np.ndarray, str]:
@@ -167,10 +162,18 @@ def _search_axis_orders(
             f"{len(fits)} axis orders and no layout is recorded; record the layout or "
             "pass the reference values"
         )
+    reference = np.asarray(reference, dtype=np.float64)
     scored = sorted(
-        (_relative_l2(array.transpose(o).reshape(reference_shape), reference), o) for o in fits
+        (relative_l2(array.transpose(o).reshape(reference_shape).astype(np.float64), reference), o)
+        for o in fits
     )
     (best, order), (second, _) = scored[0], scored[1]
+    if math.isinf(best) and np.isfinite(array).all():  # relative L2's zero-reference rule
+        raise AlignmentError(
+            f"capture shape {array.shape} fits reference shape {reference_shape} in "
+            f"{len(fits)} axis orders and the reference is zero, so its values cannot "
+            "choose one; record the layout"
+        )
     if second < AMBIGUITY_RATIO * best:
         raise AlignmentError(
             f"capture shape {array.shape}: axis orders {order} and {scored[1][1]} are about "

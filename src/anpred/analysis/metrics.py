@@ -23,8 +23,12 @@ never treats a deviation below the resolution as a finding.
 Conventions shared by all metrics: an empty array has deviation 0; a NaN anywhere in
 ``x`` or ``c`` yields NaN and infinities propagate (the oracle reports non-finite captures
 separately), without floating-point warnings; a zero denominator yields 0 when the
-numerator is 0 too and ``inf`` otherwise. Reductions run block by block (:data:`BLOCK`)
-so that no full-size temporary is allocated per comparison.
+numerator is 0 too and ``inf`` otherwise (for ``rel_l2``, a norm below :data:`ZERO_NORM`
+counts as zero). Reductions run block by block (:data:`BLOCK`) so that no full-size
+temporary is allocated per comparison.
+
+:func:`relative_l2` is anpred's only relative L2 (the oracle's ``rel_l2``, stage isolation,
+alignment), judged everywhere with one resolution, :data:`RELATIVE_L2_RESOLUTION`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,22 @@ import numpy as np
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 """u = 2**-24 ≈ 5.96e-8: the largest relative rounding error of one float32 operation."""
+
+RELATIVE_L2_RESOLUTION = FLOAT32_UNIT_ROUNDOFF
+"""Resolution of relative L2 (``rel_l2`` and stage isolation's introduced error).
+
+One float32 rounding of every element moves ``x`` by at most u·||x||₂, so a relative L2
+below u means nothing for float32 execution; the oracle's noise threshold is at least
+``NOISE_FACTOR`` times this."""
+
+ZERO_NORM = 2.0**-126
+"""An L2 norm below this (the smallest normal float32, ≈ 1.18e-38) counts as zero.
+
+Every element of a smaller reference is zero or subnormal in float32, which float32
+execution cannot hold to full precision and libraries that flush subnormals to zero
+(oneDNN, XLA on CPU) legitimately return as 0: a ratio against it would measure subnormal
+handling, not precision. (Squares of elements below ~1e-154 underflow in float64; such
+elements lie far below this bound, so the underflow cannot change what counts as zero.)"""
 
 BLOCK = 1 << 16
 """Elements per block in block-wise reductions (512 KiB of float64, an L2-sized piece).
@@ -212,18 +232,40 @@ def _max_of(values: Iterable[float]) -> float:
     return largest
 
 
-@register_metric("rel_l2", resolution=FLOAT32_UNIT_ROUNDOFF)
+@register_metric("rel_l2", resolution=RELATIVE_L2_RESOLUTION)
 def relative_l2(x: np.ndarray, c: np.ndarray) -> float:
-    """Relative L2 error ||x − c||₂ / ||c||₂ (0/0 = 0, a/0 = inf).
+    """Relative L2 error ||x − c||₂ / ||c||₂, the one relative L2 of anpred.
 
     The magnitude metric: scale-free, so comparable across anchors, and it aggregates
     every element, so a small systematic error over many elements counts.
+
+    Rules: a **zero reference** (||c||₂ < :data:`ZERO_NORM`) has no scale to be
+    relative to, so the result is 0 when ||x − c||₂ < :data:`ZERO_NORM` too (both zero
+    for float32) and ``inf`` otherwise (any real difference from zero is infinitely
+    large relative to it; the oracle's population treats ``inf`` like any large value).
+    **Non-finite** values: a NaN in ``x`` or ``c`` gives NaN, an inf in ``x`` (``c``
+    finite) gives ``inf``, an inf in ``c`` gives NaN. Empty arrays give 0.
+
+    Args:
+        x: Values to judge (any real dtype; differences are taken in float64).
+        c: Comparison values (float64), of the shape of ``x``.
+
+    Raises:
+        ValueError: When the shapes differ.
     """
+    if x.shape != c.shape:
+        raise ValueError(f"rel_l2: shapes differ, {x.shape} vs {c.shape}")
     difference = reference = 0.0
-    for xb, cb in _blocks(x, c):
-        difference += _sum_of_squares(xb - cb)
-        reference += _sum_of_squares(cb)
-    return _ratio(math.sqrt(difference), math.sqrt(reference))
+    with np.errstate(all="ignore"):  # quiet when called directly, as the registry's is
+        for xb, cb in _blocks(x, c):
+            difference += _sum_of_squares(xb - cb)
+            reference += _sum_of_squares(cb)
+    difference, reference = math.sqrt(difference), math.sqrt(reference)
+    if math.isnan(difference) or math.isnan(reference):
+        return math.nan
+    if reference < ZERO_NORM:
+        return 0.0 if difference < ZERO_NORM else math.inf
+    return difference / reference
 
 
 @register_metric("max_abs")

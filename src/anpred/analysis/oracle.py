@@ -27,10 +27,12 @@ no inherited noise: its floor, the fp32 reference's introduced error, is about 1
 The introduced errors of all participants at an anchor form a second population, judged
 by the same rule (robust outlier **and** above ``NOISE_FACTOR`` times the fp32
 reference's introduced error); a deviation that passes it is a finding on its own
-(:attr:`Criterion.INTRODUCED`). Measured on clean fp32 runs (yolov8n and yolov5n with 8
-photographs, resnet50 with 2; six libraries): no participant's introduced error exceeded
-2.0 times the fp32 reference's, so the criterion adds no false positives there; it found
-the mild mantissa faults (16 and 18 kept bits) at deep YOLO stages, at 16-72 times.
+(:attr:`Criterion.INTRODUCED`). Introduced errors are relative L2 whatever the primary
+metric, so they are judged with relative L2's resolution (:data:`INTRODUCED_METRIC`).
+Measured on clean fp32 runs (yolov8n and yolov5n with 8 photographs, resnet50 with 2; six
+libraries): no participant's introduced error exceeded 2.0 times the fp32 reference's, so
+the criterion adds no false positives there; it found the mild mantissa faults (16 and 18
+kept bits) at deep YOLO stages, at 16-72 times.
 
 **Primary metric.** Relative L2 decides the verdict: it is scale-free (comparable across
 anchors, which propagation profiles need), it aggregates every element (a small
@@ -102,6 +104,11 @@ MAD_TO_SIGMA = 1.4826
 
 PRIMARY_METRIC = "rel_l2"
 """The metric that decides verdicts (see the module docstring for why)."""
+
+INTRODUCED_METRIC = "rel_l2"
+"""What introduced errors are: stage isolation computes them with
+:func:`~anpred.analysis.metrics.relative_l2`, whatever the primary metric, so they are
+judged with that metric's resolution (``OracleParams.resolution`` overrides it too)."""
 
 
 @dataclass(frozen=True)
@@ -337,10 +344,10 @@ def _judge_introduced(
 ) -> dict[tuple[str, str], MetricJudgement]:
     """Judge every introduced error at one anchor against its population and floor."""
     population = _population(introduced.values())
-    resolution = resolutions(params.resolution).get(params.primary_metric, 0.0)
+    resolution = resolutions(params.resolution)[INTRODUCED_METRIC]
     return {
         (p, i): _judge_metric(
-            params.primary_metric,
+            INTRODUCED_METRIC,
             value,
             population,
             floor.get(i, math.nan),

@@ -17,15 +17,21 @@ from typing import Any
 
 import numpy as np
 
+from anpred.analysis import metrics
 from anpred.errors import UsageError
 from anpred.localization._plain import plain_float
 
 
 def relative_l2(x: np.ndarray, ref: np.ndarray) -> float:
-    """Relative L2 distance ``||x - ref||_2 / ||ref||_2``, computed in float64.
+    """Relative L2 distance ``||x - ref||_2 / ||ref||_2`` of a stage output, in float64.
 
-    When ``ref`` is all zero the absolute norm ``||x||_2`` is returned instead (0 when
-    both are zero). A non-finite value in ``x`` gives ``inf``.
+    Computed by :func:`anpred.analysis.metrics.relative_l2`, anpred's one relative L2,
+    so its zero-reference rule holds (against a reference of norm below ``ZERO_NORM``:
+    0 when ``x`` is zero too, ``inf`` otherwise) and introduced errors are judged with
+    the oracle's ``rel_l2`` resolution. On top of it this checks the arguments and counts
+    a non-finite value in ``x`` (NaN included) as an infinite error: a stage that turns
+    a finite input into NaN introduces an error, and the oracle judges ``inf`` (it skips
+    NaN).
 
     Raises:
         UsageError: When the shapes differ or ``ref`` is not finite.
@@ -34,15 +40,13 @@ def relative_l2(x: np.ndarray, ref: np.ndarray) -> float:
     ref = np.asarray(ref)
     if x.shape != ref.shape:
         raise UsageError(f"shapes differ: {x.shape} vs reference {ref.shape}")
-    ref64 = ref.astype(np.float64)
+    ref64 = ref.astype(np.float64, copy=False)
     if not np.all(np.isfinite(ref64)):
         raise UsageError("the reference must be finite")
-    x64 = x.astype(np.float64)
+    x64 = x.astype(np.float64, copy=False)
     if not np.all(np.isfinite(x64)):
         return math.inf
-    diff = float(np.linalg.norm((x64 - ref64).ravel()))
-    norm = float(np.linalg.norm(ref64.ravel()))
-    return diff / norm if norm > 0 else diff
+    return metrics.relative_l2(x64, ref64)
 
 
 @dataclass(frozen=True)
