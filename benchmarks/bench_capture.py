@@ -1,8 +1,9 @@
 """Capture overhead per library: anchored vs plain inference, and stage isolation vs anchored.
 
 For each library, one fresh worker process (never two DL libraries in one process) builds
-the library's runner exactly as ``anpred run`` does (``runner_class(library)(settings)``,
-default configuration, ``anpred run``'s worker environment), activates it on the anchored
+the library's runner exactly as ``anpred run`` does
+(``runner_class(library).for_job(job)(settings)``, default configuration, ``anpred run``'s
+worker environment), activates it on the anchored
 export of the model and times, on the same input, after warm-up:
 
 * ``plain``    — ``runner.infer_plain``: the model with only its final output;
@@ -45,9 +46,10 @@ def _measure(job: dict[str, Any]) -> dict[str, Any]:
     from anpred.backends.registry import runner_class
 
     start = time.perf_counter()
-    runner = runner_class(job["library"])(job["settings"])
+    model = ModelJob.from_dict(job["model"])
+    runner = runner_class(job["library"]).for_job(model)(job["settings"])
     imported = time.perf_counter() - start
-    runner.activate(ModelJob.from_dict(job["model"]))
+    runner.activate(model)
     with np.load(job["inputs"]) as data:
         feed = data[job["input_id"]]
     if job["mode"] == "reference":

@@ -55,52 +55,42 @@ def synthesize_run(source: Path, dest: Path, n_inputs: int) -> list[str]:
     ``<source id>-<k // m:02d>``: symbolic links to its ``.npz`` files, copies of its
     ``.json`` records. Returns the new input ids.
     """
+    from anpred.store import CAPTURE, ISOLATED, RunStore
+
     source, dest = source.resolve(), Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    inputs = json.loads((source / "inputs.json").read_text())
-    ids = inputs["ids"]
+    base = RunStore.open(source)
+    ids = base.read_input_ids()
+    sources = base.read_input_sources()
     new_ids = [f"{ids[k % len(ids)]}-{k // len(ids):02d}" for k in range(n_inputs)]
     origin = {new: ids[k % len(ids)] for k, new in enumerate(new_ids)}
-    for name in ("model.json", "participants.json"):
-        shutil.copy(source / name, dest / name)
-    options = json.loads((source / "run.json").read_text())
-    (dest / "run.json").write_text(json.dumps({**options, "images": n_inputs}, indent=1))
-    (dest / "inputs.json").write_text(
-        json.dumps(
-            {
-                "ids": new_ids,
-                "sources": {
-                    new: f"duplicate of {old} ({inputs.get('sources', {}).get(old, '')})"
-                    for new, old in origin.items()
-                },
-            },
-            indent=1,
-        )
+    store = RunStore.create(dest, {**base.read_settings(), "images": n_inputs})
+    store.copy_records_from(base)
+    store.write_inputs_record(
+        new_ids,
+        {new: f"duplicate of {old} ({sources.get(old, '')})" for new, old in origin.items()},
     )
-    for folder in sorted((source / "captures").iterdir()):
-        target = dest / "captures" / folder.name
-        target.mkdir(parents=True)
-        if (folder / "status.json").exists():
-            shutil.copy(folder / "status.json", target / "status.json")
+    for folder in base.participant_folders():
+        target = store.participant(folder.folder.name).create()
+        target.copy_status_from(folder)
         for new, old in origin.items():
-            for kind in ("capture", "isolated"):
-                if not (folder / f"{old}.{kind}.json").exists():
-                    continue
-                os.symlink(folder / f"{old}.{kind}.npz", target / f"{new}.{kind}.npz")
-                shutil.copy(folder / f"{old}.{kind}.json", target / f"{new}.{kind}.json")
+            for kind in (CAPTURE, ISOLATED):
+                target.link_capture_from(folder, old, new, kind)
     return new_ids
 
 
 def analysed_bytes(run_dir: Path) -> int:
     """Uncompressed bytes of the anchor arrays the analysis of ``run_dir`` reads."""
-    ids = json.loads((run_dir / "inputs.json").read_text())["ids"]
+    from anpred.store import CAPTURE, ISOLATED, RunStore
+
+    store = RunStore(run_dir)
+    ids = store.read_input_ids()
     total = 0
-    for folder in (run_dir / "captures").iterdir():
+    for folder in store.participant_folders():
         for input_id in ids:
-            for kind in ("capture", "isolated"):
-                path = folder / f"{input_id}.{kind}.npz"
+            for kind in (CAPTURE, ISOLATED):
+                path = folder.arrays_path(input_id, kind)
                 if path.exists():
                     with zipfile.ZipFile(path) as archive:
                         total += sum(
@@ -135,8 +125,8 @@ def _analyse(run_dir: str, trace: bool) -> int:
                 "rss_after_imports_mb": after_imports,
                 "rss_peak_mb": rss_mb(),
                 "tracemalloc_peak_mb": traced,
-                "inputs": len(summary["inputs"]),
-                "participants": len(summary["participants"]),
+                "inputs": len(summary.inputs),
+                "participants": len(summary.participants),
             }
         ),
         flush=True,

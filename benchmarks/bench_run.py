@@ -61,9 +61,11 @@ def _bare(job_path: str) -> int:
     from anpred.backends.base import ModelJob
     from anpred.backends.registry import runner_class
 
-    runner = runner_class(job["library"])({})  # default configuration, as in `anpred run`
+    model = ModelJob.from_dict(job["model"])
+    # default configuration, as in `anpred run`; for_job: torch on an ONNX file translates it
+    runner = runner_class(job["library"]).for_job(model)({})
     imported = time.perf_counter()
-    runner.activate(ModelJob.from_dict(job["model"]))
+    runner.activate(model)
     loaded = time.perf_counter()
     with np.load(job["inputs"]) as data:
         feeds = [data[key] for key in job["input_ids"]]
@@ -144,9 +146,10 @@ def _storage_cost(run_dir: Path, scratch: Path) -> dict[str, float]:
     """
     import numpy as np
 
-    from anpred.execution.layout import write_arrays
+    from anpred.store import RunStore
+    from anpred.store.files import write_arrays
 
-    files = sorted(run_dir.glob("captures/*/*.npz"))
+    files = [f for folder in RunStore(run_dir).participant_folders() for f in folder.array_files()]
     sample = max((f for f in files if "fp64" not in f.parent.name), key=lambda f: f.stat().st_size)
     with np.load(sample) as data:
         arrays = {key: data[key] for key in data.files}
@@ -246,10 +249,12 @@ def main() -> int:
     ]
     say(" ".join(["anpred", *command[3:]]))
     started, wall, lines = _timed_run(command, {**os.environ}, work / "anpred-run.log")
-    summary = out / "summary.json"
-    summary_at = summary.stat().st_mtime - started if summary.exists() else None
+    from anpred.store import RunStore
+
+    store = RunStore(out)
+    summary_at = store.summary_path.stat().st_mtime - started if store.has_summary() else None
     phases = _phases(lines, summary_at, wall)
-    workers = json.loads((out / "participants.json").read_text())
+    workers = store.read_participants()
 
     print(
         f"## anpred run vs bare inference — {args.model}, {images} inputs, libs {libs}, "

@@ -9,9 +9,14 @@ border/interior ratio at the worst anchor. Also the noise floor per anchor.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from anpred.store import RunStore, Summary
+
+
+def _summary(run_dir: Path) -> Summary:
+    return Summary.from_dict(RunStore.open(run_dir).read_summary())
 
 
 def _fmt(value: object, spec: str = ".2f") -> str:
@@ -20,23 +25,21 @@ def _fmt(value: object, spec: str = ".2f") -> str:
 
 def rows(run_dir: Path) -> list[str]:
     """Table rows of one run."""
-    s = json.loads((run_dir / "summary.json").read_text())
-    model = s["model"]["name"]
-    loc = s["localization"]["participants"]
-    prop = s["characterization"]["propagation"]
-    masked = s["characterization"]["masking"].get("masked_cases", {})
+    s = _summary(run_dir)
+    prop = s.characterization.propagation
+    masked = s.characterization.masking.get("masked_cases", {})
     out = []
-    for p, data in loc.items():
-        conc = data.get("concentration") or {}
+    for p, data in s.localization.participants.items():
+        conc = data.concentration or {}
         top = conc.get("top_shares", {})
-        pr = prop.get(p, {})
-        dim = pr.get("dimension_at_worst", {})
+        pr = prop.get(p)
+        dim = pr.dimension_at_worst if pr else {}
         out.append(
-            f"| {model} | {p} | {data.get('top_stage')} | {_fmt(top.get('1'))} | "
+            f"| {s.model.name} | {p} | {data.top_stage} | {_fmt(top.get('1'))} | "
             f"{_fmt(top.get('3'))} | {_fmt(conc.get('gini'))} | "
-            f"{_fmt(pr.get('direction_changes'), '.1f')} | "
-            f"{sum(1 for f in s['findings'] if f['participant'] == p)} | "
-            f"{masked.get('polygraphy_allclose', 0)} | {pr.get('worst_anchor')} | "
+            f"{_fmt(pr.direction_changes if pr else None, '.1f')} | "
+            f"{len(s.findings_of(p))} | "
+            f"{masked.get('polygraphy_allclose', 0)} | {pr.worst_anchor if pr else None} | "
             f"{_fmt(dim.get('top_channel_share'))} | {_fmt(dim.get('border_interior_ratio'))} |"
         )
     return out
@@ -53,9 +56,9 @@ def main() -> int:
     for arg in sys.argv[1:]:
         print("\n".join(rows(Path(arg))))
     for arg in sys.argv[1:]:
-        s = json.loads((Path(arg) / "summary.json").read_text())
-        floors = {a: f"{v['median']:.1e}" for a, v in s["noise_floor"].items() if v["median"]}
-        print(f"\nnoise floor ({s['model']['name']}, rel L2 torch fp32 vs fp64, median): {floors}")
+        s = _summary(Path(arg))
+        floors = {a: f"{v.median:.1e}" for a, v in s.noise_floor.items() if v.median}
+        print(f"\nnoise floor ({s.model.name}, rel L2 torch fp32 vs fp64, median): {floors}")
     return 0
 
 

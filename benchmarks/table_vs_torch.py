@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from anpred.analysis.alignment import align
-from anpred.execution.layout import load_capture, participant_dir, read_json
+from anpred.store import RunStore
 
 
 def rel_l2(x: np.ndarray, ref: np.ndarray) -> float:
@@ -22,20 +22,21 @@ def rel_l2(x: np.ndarray, ref: np.ndarray) -> float:
 
 def table(run_dir: Path) -> list[str]:
     """Rows of the table for one run directory."""
-    anchors = [a["key"] for a in read_json(run_dir / "model.json")["anchors"]]
-    inputs = read_json(run_dir / "inputs.json")["ids"]
-    names = [p for p in read_json(run_dir / "participants.json") if p not in ("torch[fp64]",)]
+    store = RunStore.open(run_dir)
+    anchors = [a["key"] for a in store.read_export()["anchors"]]
+    inputs = store.read_input_ids()
+    names = [p for p in store.read_participants() if p not in ("torch[fp64]",)]
     rows = []
     for name in names:
-        folder = participant_dir(run_dir, name)
+        folder = store.participant(name)
         worst, worst_anchor, out = 0.0, "-", 0.0
         for input_id in inputs:
             try:
-                capture = load_capture(folder, input_id)
+                capture = folder.load_capture(input_id)
             except FileNotFoundError:
                 continue
-            meta = read_json(folder / f"{input_id}.capture.json")
-            torch_capture = load_capture(participant_dir(run_dir, "torch"), input_id)
+            meta = folder.read_capture_meta(input_id)
+            torch_capture = store.participant("torch").load_capture(input_id)
             for anchor in anchors:
                 ref = torch_capture[anchor].astype(np.float64)
                 x = align(capture[anchor], ref.shape, meta["layouts"].get(anchor)).values
@@ -44,7 +45,7 @@ def table(run_dir: Path) -> list[str]:
                     out = max(out, d)
                 elif d > worst:
                     worst, worst_anchor = d, anchor
-        model = read_json(run_dir / "run.json")["model"]
+        model = store.read_settings()["model"]
         rows.append(
             f"| {model} | {name} | {len(inputs)} | {out:.2e} | {worst:.2e} ({worst_anchor}) |"
         )

@@ -2,7 +2,7 @@
 
 The workload is prepared exactly as ``anpred run`` prepares it (same functions): the
 anchored export (cached under ``$ANPRED_CACHE``, built in a torch worker) and the
-preprocessed inputs in ``inputs.npz``. Nothing here imports a DL library.
+preprocessed inputs in the run store. Nothing here imports a DL library.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Workload:
 
     Attributes:
         job: The ``ModelJob`` as a dict (what a worker process activates a runner with).
-        inputs: ``inputs.npz`` with one preprocessed array per input id.
+        inputs: The ``.npz`` with one preprocessed array per input id.
         input_ids: Input ids in order.
         export_seconds: Time taken to export (or fetch from the cache) the anchored model.
     """
@@ -44,12 +44,13 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
     Args:
         model: Zoo model name or path of an ``.onnx`` file.
         images: Number of bundled photographs (as ``anpred run --images``).
-        folder: Scratch folder (receives ``model.json``, ``inputs.npz``, ``inputs.json``).
+        folder: Scratch folder, used as a run directory (receives the export and inputs).
         say: Progress printer.
     """
     from anpred.backends.base import ModelJob
     from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import export_model, is_onnx_path, prepare_inputs
+    from anpred.store import RunStore
 
     folder.mkdir(parents=True, exist_ok=True)
     options = RunOptions(model=model, images=images)
@@ -66,7 +67,7 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
     ids = prepare_inputs(options, folder, export, preprocessing, size)
     zoo = None if is_onnx_path(model) else model
     job = ModelJob(export, zoo, None, 0).to_dict()
-    return Workload(job, folder / "inputs.npz", ids, seconds)
+    return Workload(job, RunStore(folder).inputs_path, ids, seconds)
 
 
 def run_child(

@@ -37,3 +37,9 @@ class MissingTranslatorError(AnpredError):
 
 class WeightsError(AnpredError):
     """A checkpoint cannot be loaded into the chosen architecture."""
+
+
+class JobFailedError(AnpredError):
+    """A job a run depends on (the model export) crashed, failed or timed out (exit code 3)."""
+
+    exit_code = 3

@@ -1,72 +1,76 @@
 """Participants: a library in one precision configuration, named ``library[config]``.
 
-Configurations are registered per library (``@``-free: a table, extended by later work);
-``anpred libs`` lists them and ``--libs`` accepts them.
+Libraries and their configurations come from the library descriptors
+(:mod:`anpred.library`); ``anpred libs`` lists them and ``--libs`` accepts them.
+:data:`LIBRARIES`, :data:`CONFIGURATIONS` and :data:`DEFAULT_LIBRARIES` are read-only views
+on that registry, so libraries added by plugins appear in them too.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.library import Library, get_library, libraries
+
+
+class _LibraryView(Mapping[str, Any]):
+    """A read-only mapping library name → one fact of its descriptor, read when used."""
+
+    def __init__(self, fact: Callable[[Library], Any], doc: str) -> None:
+        self._fact = fact
+        self.__doc__ = doc
+
+    def __getitem__(self, library: str) -> Any:
+        if not isinstance(library, str) or library not in self._names():
+            raise KeyError(library)
+        return self._fact(get_library(library))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        return [library.name for library in libraries()]
+
+
+class _DefaultLibraries(Sequence[str]):
+    """The libraries ``--libs all`` runs (``in_all``), in display order, read when used."""
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(library.name for library in libraries() if library.in_all)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
 
 #: Library → (import name, pip extra).
-LIBRARIES: dict[str, tuple[str, str]] = {
-    "torch": ("torch", "torch"),
-    "onnxruntime": ("onnxruntime", "onnxruntime"),
-    "openvino": ("openvino", "openvino"),
-    "tensorflow": ("tensorflow", "tensorflow"),
-    "jax": ("jax", "jax"),
-    "paddle": ("paddle", "paddle"),
-}
+LIBRARIES: Mapping[str, tuple[str, str]] = _LibraryView(
+    lambda lib: (lib.import_name, lib.extra), "Library → (import name, pip extra)."
+)
 
 #: The default clean fp32 participants, in display order.
-DEFAULT_LIBRARIES = tuple(LIBRARIES)
-
-#: oneDNN's switch in TensorFlow; read once, when TensorFlow is imported.
-_ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+DEFAULT_LIBRARIES: Sequence[str] = _DefaultLibraries()
 
 #: Library → configuration name → settings. ``""`` is the default configuration.
 #:
 #: A settings key ``"env"`` holds environment variables the participant's worker process
 #: starts with (settings a library reads at import, such as ``TF_ENABLE_ONEDNN_OPTS``).
-#: What each configuration really does on the machine at hand (bf16 support, fallbacks)
-#: is recorded by the runner's ``describe_settings()`` in the run's results.
-CONFIGURATIONS: dict[str, dict[str, dict[str, Any]]] = {
-    "torch": {
-        "": {},
-        "fp64": {"dtype": "float64"},
-        # torch.compile (inductor) of the module wrapped so that anchors are its outputs.
-        "compile": {"compile": True},
-        # torch.autocast(device_type="cpu", dtype=torch.bfloat16) around every forward.
-        "bf16": {"autocast": "bfloat16"},
-    },
-    "onnxruntime": {"": {}, **{f"O{i}": {"optimization": f"O{i}"} for i in range(4)}},
-    "openvino": {"": {}, "bf16": {"precision": "bf16"}, "f16": {"precision": "f16"}},
-    "tensorflow": {
-        "": {},
-        "nchw": {"layout": "NCHW"},
-        "eager": {"function": False},
-        "xla": {"jit_compile": True},
-        "onednn": {"env": {_ONEDNN: "1"}},
-        "onednn-off": {"env": {_ONEDNN: "0"}},
-        # grappler's auto_mixed_precision_onednn_bfloat16 pass; it needs oneDNN on.
-        "bf16": {"mixed_precision": "bfloat16", "env": {_ONEDNN: "1"}},
-    },
-    "jax": {
-        "": {},
-        "nojit": {"jit": False},
-        # Compute dtype bfloat16 (a jmp/flax-style policy): weights and input rounded to
-        # bfloat16, every op computes in it, outputs widened to float32.
-        "bf16": {"dtype": "bfloat16"},
-    },
-    # paddle.amp.auto_cast has no effect on CPU (paddle 3.3.1 says so and leaves
-    # conv2d/matmul in float32), so paddle has no bf16 participant.
-    "paddle": {"": {}, "static": {"static": True}},
-}
+CONFIGURATIONS: Mapping[str, Mapping[str, Mapping[str, Any]]] = _LibraryView(
+    lambda lib: lib.configurations, "Library → configuration name → settings."
+)
 
 #: The fp64 reference participant.
 REFERENCE64 = "torch[fp64]"
@@ -98,8 +102,12 @@ class Participant:
 
 
 def is_available(library: str) -> bool:
-    """Return whether ``library`` is importable (without importing it)."""
-    return importlib.util.find_spec(LIBRARIES[library][0]) is not None
+    """Return whether ``library`` is importable (without importing it).
+
+    Raises:
+        UsageError: Unknown library.
+    """
+    return get_library(library).available()
 
 
 def parse_participant(spec: str) -> Participant:
@@ -111,14 +119,13 @@ def parse_participant(spec: str) -> Participant:
     spec = spec.strip()
     library, _, rest = spec.partition("[")
     config = rest.rstrip("]") if rest else ""
-    if library not in LIBRARIES:
-        raise UsageError(f"unknown library {library!r}; choose from {', '.join(LIBRARIES)}")
-    configs = CONFIGURATIONS[library]
+    descriptor = get_library(library)
+    configs = descriptor.configurations
     if config not in configs:
-        choices = ", ".join(f"{library}[{c}]" for c in configs if c)
+        choices = ", ".join(descriptor.participant_name(c) for c in configs if c)
         raise UsageError(f"unknown configuration {spec!r}; {library} has {choices or 'none'}")
-    name = f"{library}[{config}]" if config else library
-    return Participant(name, library, config, configs[config])
+    settings = copy.deepcopy(dict(configs[config]))  # the participant's own, never the registry's
+    return Participant(descriptor.participant_name(config), library, config, settings)
 
 
 def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
@@ -144,9 +151,8 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
         raise UsageError(f"participant listed twice in {','.join(names)}")
     for p in participants:
         if not is_available(p.library):
-            _, extra = LIBRARIES[p.library]
             raise UsageError(
                 f"library '{p.library}' is not installed; "
-                f"install it with: pip install 'anpred[{extra}]'"
+                f"install it with: {get_library(p.library).install_hint()}"
             )
     return participants

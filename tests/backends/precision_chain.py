@@ -10,9 +10,6 @@ every library under test.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +19,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from anpred.backends.base import ModelJob
-from anpred.execution.layout import load_capture, participant_dir, read_json
 from anpred.execution.pool import WorkerResult, run_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import Participant
+from anpred.pipeline.run import run_export
+from anpred.store import ParticipantStore, RunStore
 
 INPUT_SHAPE = (1, 8, 16, 16)
 INPUT_ID = "x0"
@@ -87,19 +85,12 @@ def reference64(feed: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def prepare_export(folder: Path) -> AnchoredExport:
-    """Write the chain and anchor it through ``anpred.pipeline.prepare`` (a subprocess)."""
+    """Write the chain and anchor it through the export job (``anpred.pipeline.prepare``)."""
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "chain.onnx"
     onnx.save(chain_model(), str(source))
-    request = folder / "request.json"
-    request.write_text(json.dumps({"onnx": str(source), "folder": str(folder / "model")}))
-    proc = subprocess.run(
-        [sys.executable, "-m", "anpred.pipeline.prepare", str(request)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return AnchoredExport.from_dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    request = {"onnx": str(source), "folder": str(folder / "model")}
+    return run_export(request, ParticipantStore(folder / "job"), "chain.onnx", timeout=600)
 
 
 def run_participants(
@@ -107,10 +98,11 @@ def run_participants(
 ) -> dict[str, WorkerResult]:
     """Run ``participants`` on the chain in worker processes (the real pool)."""
     export = prepare_export(run_dir / "prepare")
-    np.savez(run_dir / "inputs.npz", **{INPUT_ID: chain_input()})
+    store = RunStore(run_dir)
+    store.write_inputs({INPUT_ID: chain_input()}, {INPUT_ID: "chain_input()"})
     job: dict[str, Any] = {
         "model": ModelJob(export).to_dict(),
-        "inputs": str(run_dir / "inputs.npz"),
+        "inputs": str(store.inputs_path),
     }
     # Libraries write caches under HOME (~/.keras, ~/intel, inductor's cache): a temp dir.
     env = {
@@ -131,9 +123,9 @@ def run_participants(
 
 def capture(run_dir: Path, participant: str) -> dict[str, np.ndarray]:
     """One participant's anchors, in NCHW (TensorFlow's NHWC captures transposed back)."""
-    folder = participant_dir(run_dir, participant)
-    arrays = load_capture(folder, INPUT_ID)
-    layouts = read_json(folder / f"{INPUT_ID}.capture.json")["layouts"]
+    folder = RunStore(run_dir).participant(participant)
+    arrays = folder.load_capture(INPUT_ID)
+    layouts = folder.read_capture_meta(INPUT_ID)["layouts"]
     for key, layout in layouts.items():
         if layout == "NHWC":
             arrays[key] = arrays[key].transpose(0, 3, 1, 2)

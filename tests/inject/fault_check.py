@@ -5,7 +5,12 @@ subprocess, so that the test process imports no DL library and no two libraries 
 process). For the clean participant (before and after the faulty ones) and for every case
 it writes ``OUT_DIR/<case>.npz`` with ``infer/<anchor>``, ``isolated/<anchor>`` (stage
 isolation fed with the clean run's anchors) and ``plain`` (the plain graph's output), and
-``OUT_DIR/results.json`` with each case's ``describe_settings()`` or its error.
+``OUT_DIR/results.json`` with each case's ``describe_settings()`` and the fault its
+transform records (what the worker writes into ``status.json``), or its error.
+
+Each fault is planned and applied as ``anpred run`` does: planned in this (main) process
+into a transform (:func:`anpred.inject.transforms.fault_transform`), applied around the
+library's runner exactly as the worker applies it (:class:`anpred.execution.transform.Transforms`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from anpred.backends.base import Capture, ModelJob, Runner
+from anpred.backends.base import Capture, ModelJob
 from anpred.backends.registry import runner_class
-from anpred.interchange.export import load_export
+from anpred.execution.transform import TRANSFORMS_KEY, Transforms, transform_from_record
+from anpred.inject.spec import FaultSpec
+from anpred.inject.transforms import fault_transform, recorded_fault
+from anpred.interchange.export import AnchoredExport, load_export
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_chain import feed  # noqa: E402
@@ -33,21 +41,19 @@ def _nchw(capture: Capture) -> dict[str, np.ndarray]:
     }
 
 
-def _runner(library: str, settings: dict) -> Runner:
-    """The library's runner; ``torch`` means torch through its translators (what it runs
-    for ONNX models), whatever the native torch runner does with zoo models."""
-    if library != "torch":
-        return runner_class(library)(settings)
-    from anpred.backends.translated_runner import TranslatedRunner
-
-    class TorchTranslatedRunner(TranslatedRunner):
-        library = "torch"
-
-    return TorchTranslatedRunner(settings)
+def _transforms(
+    library: str, export: AnchoredExport, fault: dict | None, folder: Path
+) -> Transforms:
+    """The fault planned here, then rebuilt from its record (as the worker does)."""
+    if fault is None:
+        return Transforms()
+    planned = fault_transform(library, FaultSpec.from_dict(fault), export, folder)
+    return Transforms((transform_from_record(planned.record()),))
 
 
-def _run(library: str, job: ModelJob, settings: dict, fed: dict | None) -> dict:
-    runner = _runner(library, settings)
+def _run(library: str, job: ModelJob, transforms: Transforms, fed: dict | None) -> dict:
+    job = transforms.model(job)  # ONNX files: torch runs its translators (for_job)
+    runner = runner_class(library).for_job(job)({}, transforms.node_hooks(library))
     runner.activate(job)
     x = feed()
     capture = runner.infer(x)
@@ -60,6 +66,7 @@ def _run(library: str, job: ModelJob, settings: dict, fed: dict | None) -> dict:
         "arrays": arrays,
         "layouts": layouts,
         "settings": runner.describe_settings(),
+        "fault": recorded_fault({TRANSFORMS_KEY: transforms.records()}),
         "fed": _nchw(capture),
     }
 
@@ -70,13 +77,14 @@ def main() -> int:
     job = ModelJob(load_export(Path(export_dir)), None)
     cases = json.loads(Path(cases_path).read_text())
     results: dict = {}
-    clean = _run(library, job, {}, None)
+    clean = _run(library, job, Transforms(), None)
     fed = clean["fed"]
-    runs = [("clean", {})] + [(c["name"], {"fault": c["fault"]}) for c in cases]
-    runs.append(("clean_after", {}))
-    for name, settings in runs:
+    runs = [("clean", None)] + [(c["name"], c["fault"]) for c in cases]
+    runs.append(("clean_after", None))
+    for name, fault in runs:
         try:
-            result = clean if name == "clean" else _run(library, job, settings, fed)
+            transforms = _transforms(library, job.export, fault, out_dir / "models" / name)
+            result = clean if name == "clean" else _run(library, job, transforms, fed)
         except Exception as err:  # recorded; the test decides whether it was expected
             results[name] = {
                 "error": f"{err.__class__.__name__}: {err}",
@@ -84,7 +92,11 @@ def main() -> int:
             }
             continue
         np.savez(out_dir / f"{name}.npz", **result["arrays"])
-        results[name] = {"settings": result["settings"], "layouts": result["layouts"]}
+        results[name] = {
+            "settings": result["settings"],
+            "fault": result["fault"],
+            "layouts": result["layouts"],
+        }
     (out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

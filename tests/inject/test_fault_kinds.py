@@ -10,8 +10,8 @@ fault below, and the clean participant again. For each fault the test checks tha
   from the clean run (bit-exact for the elementwise roundings; for the others within the
   float32 noise of re-computing the op, far below the fault's own effect), and its
   relative change has the order of magnitude the format implies;
-* the plain graph carries the fault too, and ``describe_settings()`` records it (the
-  ground truth the worker writes into ``status.json``);
+* the plain graph carries the fault too, and its transform records it (the ground truth
+  the worker writes into ``status.json``), while the runner's settings know nothing of it;
 * the clean participant after the faulty ones is bit-identical to the one before.
 
 torch (translated) and onnxruntime are fast and run by default; jax, TensorFlow, paddle
@@ -248,7 +248,8 @@ def test_fault_changes_its_stage_only_and_as_defined(
     plain_change = _rel(faulty["plain"], clean["plain"])
     output_change = _rel(faulty["infer/output"], clean["infer/output"])
     assert math.isclose(plain_change, output_change, rel_tol=0.05)
-    record = result["settings"]["fault"]
+    record = result["fault"]
+    assert "fault" not in result["settings"]  # a transform, not a setting of the library
     assert {k: record[k] for k in ("stage", "op", "kind", "severity")} == CASES[name]
     assert record["nodes"] and record["label"] == f"{CASES[name]['kind']}@{stage}"
 
@@ -259,4 +260,5 @@ def test_clean_participant_is_untouched_by_faulty_ones(library_run: tuple[str, L
     assert before.keys() == after.keys()
     for key in before:
         assert np.array_equal(before[key], after[key]), key
+    assert run.results["clean"]["fault"] is None
     assert "fault" not in run.results["clean"]["settings"]

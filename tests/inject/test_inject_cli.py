@@ -130,7 +130,11 @@ def test_inject_bf16_into_onnxruntime_is_recorded_and_flagged_at_its_stage(tmp_p
     assert detected["top_introduced_stage"] == "neck.p4"
     assert detected["other_participants_flagged"] == {}
     status = json.loads((out / "captures" / "onnxruntime_bf16_neck.p4" / "status.json").read_text())
-    assert status["settings"]["fault"]["nodes"] == injected["nodes"]
+    # the fault reached the worker as a transform (rewritten graphs), not as a setting
+    assert "fault" not in status["settings"]
+    (transform,) = status["transforms"]
+    assert transform["kind"] == "fault-graphs"
+    assert transform["fault"]["nodes"] == injected["nodes"]
     assert "ground truth: onnxruntime!bf16@neck.p4 (applied as planned)" in proc.stdout
 
 

@@ -21,7 +21,7 @@ from anpred.inject import (
     rewrite_model,
     stage_ops,
 )
-from anpred.inject.plan import plan_fault, stage_anchors
+from anpred.inject.plan import PlannedFault, plan_fault, stage_anchors
 from anpred.participants import parse_participant
 
 
@@ -127,13 +127,13 @@ def test_a_fault_that_matches_no_node_is_a_clear_error(chain) -> None:
         resolve_targets(model, anchors, FaultSpec("s2", "*", "eps", 10))
 
 
-def test_plan_fault_reads_the_settings_and_records_the_nodes(tmp_path: Path) -> None:
+def test_plan_fault_records_the_nodes(tmp_path: Path) -> None:
     export = build_export(tmp_path)
-    assert plan_fault({"threads": 1}, export) is None
-    planned = plan_fault(
-        {"fault": {"stage": "s3", "op": "Sigmoid", "kind": "approx_act", "severity": 0.5}}, export
+    spec = FaultSpec.from_dict(
+        {"stage": "s3", "op": "Sigmoid", "kind": "approx_act", "severity": 0.5}
     )
-    assert planned is not None
+    planned = plan_fault(spec, export)
+    assert PlannedFault.from_record(planned.record()) == planned
     assert planned.record() == {
         "stage": "s3",
         "op": "Sigmoid",
@@ -169,10 +169,11 @@ def test_faulty_participants_replace_their_clean_version() -> None:
     fault = {"stage": "neck.p4", "op": "Conv", "kind": "bf16", "severity": 1}
     result = apply_faults(participants, {"onnxruntime": fault})
     assert [p.name for p in result] == ["torch", "onnxruntime!bf16@neck.p4", "jax"]
-    assert result[1].library == "onnxruntime" and result[1].settings["fault"] == fault
+    # the fault is a transform of the job, not a setting of the library
+    assert result[1].library == "onnxruntime" and result[1].settings == {}
     added = apply_faults(participants, {"tensorflow[xla]": fault})
     assert added[-1].name == "tensorflow[xla]!bf16@neck.p4"
-    assert added[-1].settings == {"jit_compile": True, "fault": fault}
+    assert added[-1].settings == {"jit_compile": True}
     assert faulty_name("paddle", FaultSpec("neck.p4", "*", "fp16", 1)) == "paddle!fp16@neck.p4"
     with pytest.raises(UsageError, match="fp64 reference"):
         apply_faults(participants, {"torch[fp64]": fault})

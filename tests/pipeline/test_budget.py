@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-import numpy as np
 import pytest
 
 from anpred.errors import UsageError
@@ -51,10 +52,15 @@ def test_an_ordinary_run_fits_and_the_estimate_grows_with_inputs() -> None:
 def test_memory_readings_of_this_machine() -> None:
     assert available_memory("MemTotal: 100 kB\nMemAvailable:  2048 kB\n") == 2048 * 1024
     assert available_memory("nothing") is None
-    before = rss_bytes(os.getpid())
-    assert before is not None and before > 0
-    block = np.ones(64 * 2**20 // 8)  # 64 MB touched
-    after = rss_bytes(os.getpid())
-    assert after is not None and after - before > 48 * 2**20
-    del block
-    assert rss_bytes(2**22 + 12345) is None  # no such process
+    code = ("import numpy, sys; x = numpy.ones(256 * 2**20 // 8); print(1, flush=True); "
+            "sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "1"
+        rss = rss_bytes(child.pid)
+        assert rss is not None and rss > 200 * 2**20  # 256 MB of ones, touched
+    finally:
+        child.communicate("")
+    assert rss_bytes(child.pid) is None  # gone
+    assert rss_bytes(os.getpid()) is not None

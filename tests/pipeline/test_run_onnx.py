@@ -1,4 +1,8 @@
-"""End to end: ``anpred run`` on a user's ONNX file, symptoms, resume, report, exit codes."""
+"""End to end: ``anpred run`` on a user's ONNX file, symptoms, resume, report, exit codes.
+
+Symptoms come from the test suite's own transform kind (``symptoms.py``), passed to
+``anpred run`` as ``RunOptions.extra["transforms"]`` by ``run_failing.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -13,6 +18,17 @@ import pytest
 from conftest import anpred, summary
 
 LIBS = "torch,onnxruntime,jax"
+RUN_FAILING = Path(__file__).parent / "run_failing.py"
+
+
+def failing(symptom: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``anpred run ARGS`` with ``symptom`` (``PARTICIPANT:crash|hang|error|nan[:ONCE_FILE]``)."""
+    return subprocess.run(
+        [sys.executable, str(RUN_FAILING), symptom, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_run_user_onnx_end_to_end(tiny_onnx, tmp_path) -> None:
@@ -53,21 +69,15 @@ def test_crash_keeps_others_and_resume_matches_clean_run(tiny_onnx, tmp_path) ->
     clean = tmp_path / "clean"
     assert anpred("run", str(tiny_onnx), "--libs", LIBS, "--out", str(clean)).returncode == 0
     out = tmp_path / "crashy"
-    crashed = anpred(
-        "run",
-        str(tiny_onnx),
-        "--libs",
-        LIBS,
-        "--out",
-        str(out),
-        env={"ANPRED_TEST_FAULT": "jax:crash"},
-    )
+    # a transient crash: the same command (same run.json) resumes, and jax then runs
+    crash_once = f"jax:crash:{tmp_path / 'crashed-once'}"
+    crashed = failing(crash_once, str(tiny_onnx), "--libs", LIBS, "--out", str(out))
     assert crashed.returncode == 3, crashed.stderr[-2000:]
     by_name = {p["participant"]: p for p in summary(out)["participants"]}
     assert by_name["jax"]["status"] == "crash" and by_name["jax"]["step"] == "execute"
     assert by_name["torch"]["status"] == by_name["onnxruntime"]["status"] == "ok"
     assert len(list((out / "captures" / "onnxruntime").glob("*.capture.npz"))) == 2
-    resumed = anpred("run", str(tiny_onnx), "--libs", LIBS, "--out", str(out))
+    resumed = failing(crash_once, str(tiny_onnx), "--libs", LIBS, "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "[torch] already done (resumed)" in resumed.stderr
     a, b = summary(clean), summary(out)
@@ -81,8 +91,8 @@ def test_crash_keeps_others_and_resume_matches_clean_run(tiny_onnx, tmp_path) ->
 )
 def test_symptoms_are_recorded(tiny_onnx, tmp_path, fault, status, code) -> None:
     out = tmp_path / fault
-    proc = anpred(
-        "run",
+    proc = failing(
+        f"onnxruntime:{fault}",
         str(tiny_onnx),
         "--libs",
         "torch,onnxruntime",
@@ -92,7 +102,6 @@ def test_symptoms_are_recorded(tiny_onnx, tmp_path, fault, status, code) -> None
         "60",
         "--images",
         "1",
-        env={"ANPRED_TEST_FAULT": f"onnxruntime:{fault}"},
     )
     assert proc.returncode == code, proc.stderr[-2000:]
     by_name = {p["participant"]: p for p in summary(out)["participants"]}
@@ -124,10 +133,9 @@ def test_terminating_anpred_stops_its_workers(tiny_onnx, tmp_path) -> None:
 
     out = tmp_path / "term"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anpred", "run", str(tiny_onnx), "--libs", "torch,onnxruntime",
-         "--images", "1", "--out", str(out)],
+        [sys.executable, str(RUN_FAILING), "onnxruntime:hang", str(tiny_onnx),
+         "--libs", "torch,onnxruntime", "--images", "1", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "ANPRED_TEST_FAULT": "onnxruntime:hang"},
     )  # fmt: skip
     status = out / "captures" / "onnxruntime" / "status.json"
     deadline = time.monotonic() + 300

@@ -13,31 +13,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from anpred.interchange.export import AnchoredExport
+from anpred.store.outcome import Step  # re-exported: runners import it from here
 
-
-class Step(str, Enum):
-    """Where in a participant's life a symptom happened."""
-
-    LOAD = "load"
-    TRANSLATE = "translate"
-    COMPILE = "compile"
-    EXECUTE = "execute"
-    CAPTURE = "capture"
-
-
-class Symptom(str, Enum):
-    """How a participant failed (NNSmith's Symptom pattern)."""
-
-    CRASH = "crash"
-    TIMEOUT = "timeout"
-    ERROR = "error"
-    NON_FINITE = "non-finite"
+if TYPE_CHECKING:
+    from anpred.translate.graph import NodeHook
 
 
 @dataclass(frozen=True)
@@ -78,6 +62,20 @@ class ModelJob:
         )
 
 
+@dataclass(frozen=True)
+class NodeHooks:
+    """Per-node hooks for runners that execute the graph node by node
+    (:attr:`Runner.node_hooks`); see :class:`~anpred.translate.graph.GraphProgram`.
+
+    Attributes:
+        pre: Called before every node with its inputs; returns the inputs it runs on.
+        post: Called after every node with its outputs; returns the outputs.
+    """
+
+    pre: NodeHook | None = None
+    post: NodeHook | None = None
+
+
 @dataclass
 class Capture:
     """One participant's anchors for one input: arrays plus the layout of each."""
@@ -91,16 +89,39 @@ class Runner(ABC):
 
     Args:
         settings: Participant settings (dtype, threads, configuration toggles).
+        hooks: Per-node hooks (only for runners that declare :attr:`node_hooks`).
+
+    Raises:
+        UsageError: Hooks for a runner that does not execute the graph node by node.
     """
 
     #: Library name (registry key, e.g. ``"onnxruntime"``).
     library: str = ""
+    #: Whether the runner executes the graph node by node and so applies :class:`NodeHooks`.
+    node_hooks: ClassVar[bool] = False
 
-    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, settings: Mapping[str, Any] | None = None, hooks: NodeHooks | None = None
+    ) -> None:
+        if hooks is not None and not self.node_hooks:
+            from anpred.errors import UsageError
+
+            raise UsageError(
+                f"{self.library} ({type(self).__name__}) does not execute the graph node by "
+                "node: it cannot apply per-node hooks"
+            )
         self.settings = dict(settings or {})
+        self.hooks = hooks
         self.step = Step.LOAD
         self.timings: dict[str, float] = {}
         self._job: ModelJob | None = None
+
+    @classmethod
+    def for_job(cls, job: ModelJob) -> type[Runner]:
+        """The runner class that executes ``job``: this one, unless the library runs some
+        models another way (torch: the native module, or translators for an ONNX file).
+        """
+        return cls
 
     @property
     def threads(self) -> int:

@@ -11,9 +11,6 @@ import onnxruntime as ort
 
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
-from anpred.inject.onnx_rewrite import rewrite_model
-from anpred.inject.plan import PlannedFault, plan_fault
-from anpred.inject.spec import SETTINGS_KEY
 from anpred.interchange.isolation import fed_name, isolation_model
 
 #: ``settings["optimization"]`` values and the onnxruntime levels they select.
@@ -27,13 +24,9 @@ OPT_LEVELS = {
 
 @register_runner("onnxruntime")
 class OnnxRuntimeRunner(Runner):
-    """onnxruntime CPUExecutionProvider; settings: ``threads``, ``optimization`` (O0..O3),
-    ``fault`` (a :class:`~anpred.inject.spec.FaultSpec` dict, applied by rewriting the graphs).
-    """
+    """onnxruntime CPUExecutionProvider; settings: ``threads``, ``optimization`` (O0..O3)."""
 
     library = "onnxruntime"
-    #: The planned fault (set at activation), ``None`` for a clean participant.
-    fault: PlannedFault | None = None
 
     def _session(self, model: str | bytes) -> ort.InferenceSession:
         options = ort.SessionOptions()
@@ -43,22 +36,10 @@ class OnnxRuntimeRunner(Runner):
         options.log_severity_level = 3
         return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
-    def _graph(self, path: Any) -> onnx.ModelProto:
-        """Load a graph of the export, with the fault applied when there is one."""
-        model = onnx.load(str(path))
-        if self.fault is None:
-            return model
-        return rewrite_model(model, self.fault.spec, self.fault.nodes, library=self.library)
-
     def activate_impl(self, job: ModelJob) -> None:
-        self.fault = plan_fault(self.settings, job.export)
         self.step = Step.COMPILE
-        if self.fault is None:
-            self.session = self._session(str(job.export.anchored_path))
-            self.plain = self._session(str(job.export.plain_path))
-        else:
-            self.session = self._session(self._graph(job.export.anchored_path).SerializeToString())
-            self.plain = self._session(self._graph(job.export.plain_path).SerializeToString())
+        self.session = self._session(str(job.export.anchored_path))
+        self.plain = self._session(str(job.export.plain_path))
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[ort.InferenceSession, list[str]] | None = None
 
@@ -71,9 +52,8 @@ class OnnxRuntimeRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:
-            model, consumed = isolation_model(
-                self._graph(self.job.export.anchored_path), self.names
-            )
+            anchored = onnx.load(str(self.job.export.anchored_path))
+            model, consumed = isolation_model(anchored, self.names)
             self._isolation = (self._session(model.SerializeToString()), consumed)
         session, consumed = self._isolation
         by_name = {a.onnx_name: a.key for a in self.job.export.anchors}
@@ -86,11 +66,8 @@ class OnnxRuntimeRunner(Runner):
         return ort.__version__
 
     def describe_settings(self) -> dict[str, Any]:
-        settings: dict[str, Any] = {
+        return {
             "threads": self.threads,
             "optimization": self.settings.get("optimization", "O3"),
             "provider": "CPUExecutionProvider",
         }
-        if self.fault is not None:  # the ground truth: spec and nodes hit
-            settings[SETTINGS_KEY] = self.fault.record()
-        return settings

@@ -11,9 +11,6 @@ import openvino as ov
 
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
-from anpred.inject.onnx_rewrite import rewrite_model
-from anpred.inject.plan import PlannedFault, plan_fault
-from anpred.inject.spec import SETTINGS_KEY
 from anpred.interchange.isolation import fed_name, isolation_model
 
 
@@ -22,15 +19,12 @@ class OpenVinoRunner(Runner):
     """OpenVINO CPU plugin; settings: ``threads``, ``precision`` (f32 default, bf16/f16).
 
     The precision hint is always set explicitly: on CPUs with bf16 support OpenVINO would
-    otherwise pick bf16 by itself. A ``fault`` setting (a
-    :class:`~anpred.inject.spec.FaultSpec` dict) is applied by rewriting the graphs, with
-    bfloat16/float16 round trips emulated in float arithmetic (OpenVINO removes ``Convert``
-    pairs; see :mod:`anpred.inject.onnx_rewrite`).
+    otherwise pick bf16 by itself.
     """
 
     library = "openvino"
-    #: The planned fault (set at activation), ``None`` for a clean participant.
-    fault: PlannedFault | None = None
+    #: The compiled anchored model (set at activation).
+    compiled: Any | None = None
 
     def _compile(self, model: Any) -> Any:
         config = {
@@ -40,27 +34,12 @@ class OpenVinoRunner(Runner):
         }
         return self.core.compile_model(model, "CPU", config)
 
-    def _read(self, path: Any) -> Any:
-        """Read a graph of the export, with the fault applied when there is one."""
-        if self.fault is None:
-            return self.core.read_model(str(path))
-        return self.core.read_model(self._graph(path).SerializeToString(), b"")
-
-    def _graph(self, path: Any) -> onnx.ModelProto:
-        model = onnx.load(str(path))
-        if self.fault is None:
-            return model
-        return rewrite_model(
-            model, self.fault.spec, self.fault.nodes, emulate_casts=True, library=self.library
-        )
-
     def activate_impl(self, job: ModelJob) -> None:
         self.core = ov.Core()
-        self.fault = plan_fault(self.settings, job.export)
-        model = self._read(job.export.anchored_path)
+        model = self.core.read_model(str(job.export.anchored_path))
         self.step = Step.COMPILE
         self.compiled = self._compile(model)
-        self.plain = self._compile(self._read(job.export.plain_path))
+        self.plain = self._compile(self.core.read_model(str(job.export.plain_path)))
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[Any, list[str]] | None = None
 
@@ -81,9 +60,8 @@ class OpenVinoRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:
-            model, consumed = isolation_model(
-                self._graph(self.job.export.anchored_path), self.names
-            )
+            anchored = onnx.load(str(self.job.export.anchored_path))
+            model, consumed = isolation_model(anchored, self.names)
             ov_model = self.core.read_model(model.SerializeToString(), b"")
             self._isolation = (self._compile(ov_model), consumed)
         compiled, consumed = self._isolation
@@ -102,7 +80,7 @@ class OpenVinoRunner(Runner):
             "precision_requested": requested,
             "precision": requested,
         }
-        if hasattr(self, "compiled"):  # what the plugin really uses (it may fall back to f32)
+        if self.compiled is not None:  # what the plugin really uses (it may fall back to f32)
             in_effect = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
             settings.update(
                 precision=in_effect,
@@ -111,6 +89,4 @@ class OpenVinoRunner(Runner):
                     self.core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
                 ),
             )
-        if self.fault is not None:  # the ground truth: spec and nodes hit
-            settings[SETTINGS_KEY] = self.fault.record()
         return settings

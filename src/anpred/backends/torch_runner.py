@@ -1,7 +1,8 @@
 """PyTorch: the native module with anchors captured by forward hooks.
 
 For a user's ONNX file (no native module) torch runs the graph through anpred's torch
-translators instead. Settings: ``dtype`` (``"float64"`` gives the fp64 reference),
+translators instead: :meth:`TorchRunner.for_job` chooses :class:`TorchGraphRunner` once,
+before activation. Settings: ``dtype`` (``"float64"`` gives the fp64 reference),
 ``compile`` (``torch.compile``, inductor), ``autocast`` (``"bfloat16"``:
 ``torch.autocast(device_type="cpu", dtype=torch.bfloat16)``), ``threads``, ``env``.
 
@@ -21,14 +22,14 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import torch
 
-from anpred.backends.base import Capture, ModelJob, Runner, Step
+from anpred.backends.base import Capture, ModelJob, NodeHooks, Runner, Step
 from anpred.backends.registry import register_runner
-from anpred.backends.translated import TranslatedProgram
+from anpred.backends.translated_runner import TranslatedRunner
 from anpred.errors import UsageError
 from anpred.interchange.anchored import (
     PlainOutput,
@@ -43,7 +44,7 @@ from anpred.zoo.spec import OUTPUT_ANCHOR, Anchor
 #: ``autocast`` setting values → the CPU autocast dtype.
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
 #: Settings the torch translators (user ONNX files) understand.
-ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env", "fault")
+ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env")
 
 
 class _Isolating(torch.nn.Module):
@@ -200,41 +201,70 @@ class NativeExecution:
         return self._capture(module.keys, values)
 
 
+def _dtype(settings: Mapping[str, Any]) -> torch.dtype:
+    return torch.float64 if settings.get("dtype") == "float64" else torch.float32
+
+
+def _describe(
+    settings: Mapping[str, Any], env: Mapping[str, str], execution: str
+) -> dict[str, Any]:
+    """The settings both torch runners describe first; ``execution``: how the model runs."""
+    return {
+        "dtype": str(_dtype(settings)).replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "compile": bool(settings.get("compile", False)),
+        "autocast": settings.get("autocast"),
+        "env": dict(env),
+        "execution": execution,
+    }
+
+
+def _describe_compile(described: dict[str, Any], compiled: str) -> dict[str, Any]:
+    """Add what ``compile`` compiled (``compiled``) and the autocast facts."""
+    if described["compile"]:
+        described["compile_backend"] = "inductor"
+        described["compiled"] = compiled
+    if described["autocast"] is not None:
+        described["autocast_device"] = "cpu"
+        described["mkldnn_bf16_supported"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return described
+
+
 @register_runner("torch")
+@final
 class TorchRunner(Runner):
     """Native torch execution; settings: ``dtype``, ``compile``, ``autocast``, ``threads``."""
 
     library = "torch"
+    #: The native execution (set at activation).
+    native: NativeExecution | None = None
+
+    def __init__(
+        self, settings: Mapping[str, Any] | None = None, hooks: NodeHooks | None = None
+    ) -> None:
+        super().__init__(settings, hooks)
+        self.env: dict[str, str] = {}
+
+    @classmethod
+    def for_job(cls, job: ModelJob) -> type[Runner]:
+        """The native module for zoo models; the torch translators for an ONNX file."""
+        return cls if job.zoo_model is not None else TorchGraphRunner
 
     @property
     def dtype(self) -> torch.dtype:
         """Compute dtype."""
-        return torch.float64 if self.settings.get("dtype") == "float64" else torch.float32
+        return _dtype(self.settings)
 
     def activate_impl(self, job: ModelJob) -> None:
         torch.set_num_threads(self.threads)
         self.env = check_process_env("torch", self.settings.get("env"))
-        self.program: TranslatedProgram | None = None
-        self.native: NativeExecution | None = None
         if job.zoo_model is None:
-            self.step = Step.TRANSLATE
-            adapter_settings = {k: self.settings[k] for k in ADAPTER_SETTINGS if k in self.settings}
-            self.program = TranslatedProgram("torch", job, adapter_settings)
-            return
-        if self.settings.get("fault"):
-            from anpred.errors import UsageError
-
-            raise UsageError(
-                "native torch (zoo models) has no fault injection; inject into "
-                "another library, or give an ONNX file"
-            )
+            raise UsageError("the native torch runner needs a zoo model (see for_job)")
         from anpred.zoo.weights import load_model
 
         model, weights_id = load_model(job.zoo_model, job.weights, job.seed)
         exported = job.export.weights_id
         if exported is not None and exported != weights_id:
-            from anpred.errors import UsageError
-
             raise UsageError(
                 f"this run's export has weights {exported}, but this anpred builds "
                 f"{weights_id} (the seeded-weights recipe changed); start a new run directory"
@@ -259,6 +289,13 @@ class TorchRunner(Runner):
             self.native.dtypes_seen.clear()
             self._timed("compile", start)
 
+    @property
+    def activated(self) -> NativeExecution:
+        """The native execution of the activated job."""
+        if self.native is None:
+            raise RuntimeError("runner is not activated")
+        return self.native
+
     def _arrays(self, captured: Mapping[str, np.ndarray]) -> Capture:
         keys = [a.key for a in self.job.export.anchors]
         missing = [k for k in keys if k not in captured]
@@ -267,22 +304,13 @@ class TorchRunner(Runner):
         return Capture({k: captured[k] for k in keys})
 
     def infer_impl(self, feed: np.ndarray) -> Capture:
-        if self.program is not None:
-            return self.program.infer(feed)
-        assert self.native is not None
-        return self._arrays(self.native.anchored(feed))
+        return self._arrays(self.activated.anchored(feed))
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
-        if self.program is not None:
-            return self.program.infer_plain(feed)
-        assert self.native is not None
-        return self.native.plain(feed)
+        return self.activated.plain(feed)
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
-        if self.program is not None:
-            return self.program.isolate(feed, anchors)
-        assert self.native is not None
-        return self._arrays(self.native.isolated(feed, anchors))
+        return self._arrays(self.activated.isolated(feed, anchors))
 
     def version(self) -> str:
         return torch.__version__
@@ -295,40 +323,56 @@ class TorchRunner(Runner):
         ``mkldnn_bf16_supported`` is whether oneDNN has native bf16 instructions here
         (without them torch still computes in bfloat16, emulated, several times slower).
         """
-        autocast = self.settings.get("autocast")
-        settings: dict[str, Any] = {
-            "dtype": str(self.dtype).replace("torch.", ""),
-            "threads": torch.get_num_threads(),
-            "compile": bool(self.settings.get("compile", False)),
-            "autocast": autocast,
-            "env": dict(getattr(self, "env", {})),
-        }
-        program = getattr(self, "program", None)
-        if program is None:
-            settings["execution"] = (
-                "torch.compile (inductor) of the anchored module"
-                if settings["compile"]
-                else "eager (native module)"
+        compile = bool(self.settings.get("compile", False))
+        described = _describe(
+            self.settings,
+            self.env,
+            "torch.compile (inductor) of the anchored module"
+            if compile
+            else "eager (native module)",
+        )
+        described = _describe_compile(
+            described,
+            "anchored wrapper (hooks registered before compile), hook-free plain copy, "
+            "isolation copy",
+        )
+        if self.native is not None:
+            described["anchor_dtypes"] = dict(self.native.dtypes_seen)
+        return described
+
+
+@final
+class TorchGraphRunner(TranslatedRunner):
+    """torch for a user's ONNX file: the graph through anpred's torch translators.
+
+    Settings as :class:`TorchRunner`'s (``threads`` sets torch's threads; the others go to
+    the translators' adapter). Chosen by :meth:`TorchRunner.for_job`.
+    """
+
+    library = "torch"
+
+    def __init__(
+        self, settings: Mapping[str, Any] | None = None, hooks: NodeHooks | None = None
+    ) -> None:
+        super().__init__(settings, hooks)
+        self.env: dict[str, str] = {}
+
+    def adapter_settings(self) -> dict[str, Any]:
+        return {k: self.settings[k] for k in ADAPTER_SETTINGS if k in self.settings}
+
+    def activate_impl(self, job: ModelJob) -> None:
+        torch.set_num_threads(self.threads)
+        self.env = check_process_env("torch", self.settings.get("env"))
+        super().activate_impl(job)
+
+    def version(self) -> str:
+        return torch.__version__
+
+    def describe_settings(self) -> dict[str, Any]:
+        """Settings as run (see :meth:`TorchRunner.describe_settings`), plus the adapter's."""
+        described = _describe(self.settings, self.env, "anpred torch translators")
+        if self.program is not None:
+            described.update(
+                {k: v for k, v in self.program.adapter.settings().items() if k not in described}
             )
-        else:
-            settings["execution"] = "anpred torch translators"
-            if program.fault is not None:  # the ground truth: spec and nodes hit
-                settings["fault"] = program.fault.record()
-            settings.update(
-                {k: v for k, v in program.adapter.settings().items() if k not in settings}
-            )
-        if settings["compile"]:
-            settings["compile_backend"] = "inductor"
-            settings["compiled"] = (
-                "the translated graph, traced with make_fx"
-                if program is not None
-                else "anchored wrapper (hooks registered before compile), hook-free plain copy, "
-                "isolation copy"
-            )
-        if autocast is not None:
-            settings["autocast_device"] = "cpu"
-            settings["mkldnn_bf16_supported"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        native = getattr(self, "native", None)
-        if native is not None:
-            settings["anchor_dtypes"] = dict(native.dtypes_seen)
-        return settings
+        return _describe_compile(described, "the translated graph, traced with make_fx")

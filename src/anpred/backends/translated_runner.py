@@ -1,59 +1,74 @@
-"""tensorflow, jax and paddle: the anchored ONNX graph through anpred's translators."""
+"""tensorflow, jax and paddle: the anchored ONNX graph through anpred's translators.
+
+:class:`TranslatedRunner` is abstract; each library's runner is a final class that names
+its library (torch's, for ONNX files, is in :mod:`anpred.backends.torch_runner`).
+"""
 
 from __future__ import annotations
 
-import importlib.metadata
+from abc import abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.backends.translated import TranslatedProgram
-from anpred.inject.spec import SETTINGS_KEY
-
-#: Distribution name of each library, for its version.
-DISTRIBUTIONS = {
-    "tensorflow": "tensorflow-cpu",
-    "jax": "jax",
-    "paddle": "paddlepaddle",
-    "torch": "torch",
-}
+from anpred.library import get_library
 
 
 class TranslatedRunner(Runner):
-    """A runner whose model is the anchored ONNX graph translated to ``library``."""
+    """Abstract: a runner whose model is the anchored ONNX graph translated to
+    :attr:`library`, executed node by node (so it applies :class:`NodeHooks`).
+    """
+
+    node_hooks = True
+    #: The translated program (set at activation).
+    program: TranslatedProgram | None = None
+
+    @property
+    @abstractmethod
+    def library(self) -> str:
+        """The library, also the translator package under ``anpred.translate``."""
+
+    def adapter_settings(self) -> dict[str, Any]:
+        """The settings the library's adapter gets (default: the participant's)."""
+        return dict(self.settings)
 
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.TRANSLATE
-        self.program = TranslatedProgram(
-            self.library, job, self.settings, hook=self.settings.get("_hook")
-        )
+        self.program = TranslatedProgram(self.library, job, self.adapter_settings(), self.hooks)
         self.step = Step.COMPILE
 
+    @property
+    def activated(self) -> TranslatedProgram:
+        """The program of the activated job."""
+        if self.program is None:
+            raise RuntimeError("runner is not activated")
+        return self.program
+
     def infer_impl(self, feed: np.ndarray) -> Capture:
-        return self.program.infer(feed)
+        return self.activated.infer(feed)
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
-        return self.program.infer_plain(feed)
+        return self.activated.infer_plain(feed)
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
-        return self.program.isolate(feed, anchors)
+        return self.activated.isolate(feed, anchors)
 
     def version(self) -> str:
-        return importlib.metadata.version(DISTRIBUTIONS[self.library])
+        return get_library(self.library).version() or "?"  # distributions: its descriptor
 
     def describe_settings(self) -> dict[str, Any]:
-        settings = {k: v for k, v in self.settings.items() if not k.startswith("_")}
-        if hasattr(self, "program"):
+        settings = dict(self.settings)
+        if self.program is not None:
             settings.update(self.program.adapter.settings())
-            if self.program.fault is not None:  # the ground truth: spec and nodes hit
-                settings[SETTINGS_KEY] = self.program.fault.record()
         return settings
 
 
 @register_runner("tensorflow")
+@final
 class TensorFlowRunner(TranslatedRunner):
     """TensorFlow via ``anpred.translate.tensorflow`` (NHWC by default)."""
 
@@ -61,6 +76,7 @@ class TensorFlowRunner(TranslatedRunner):
 
 
 @register_runner("jax")
+@final
 class JaxRunner(TranslatedRunner):
     """JAX via ``anpred.translate.jax`` (``jax.jit`` by default)."""
 
@@ -68,6 +84,7 @@ class JaxRunner(TranslatedRunner):
 
 
 @register_runner("paddle")
+@final
 class PaddleRunner(TranslatedRunner):
     """PaddlePaddle via ``anpred.translate.paddle`` (dynamic graph)."""
 

@@ -72,38 +72,29 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_libs(args: argparse.Namespace) -> int:
     """List libraries, versions, availability and configurations (no library is imported)."""
-    import importlib.metadata
+    from anpred.library import libraries
 
-    from anpred.participants import CONFIGURATIONS, LIBRARIES, is_available
-
-    dists = {
-        "torch": "torch",
-        "onnxruntime": "onnxruntime",
-        "openvino": "openvino",
-        "tensorflow": "tensorflow-cpu",
-        "jax": "jax",
-        "paddle": "paddlepaddle",
-    }
     rows, data = [], []
-    for lib, (_, extra) in LIBRARIES.items():
-        available = is_available(lib)
-        try:
-            version = importlib.metadata.version(dists[lib]) if available else "-"
-        except importlib.metadata.PackageNotFoundError:
-            version = "?"
-        configs = [f"{lib}[{c}]" if c else lib for c in CONFIGURATIONS[lib]]
-        state = "available" if available else f"missing (pip install 'anpred[{extra}]')"
-        rows.append([lib, version, state, ", ".join(configs)])
+    for lib in libraries():
+        available = lib.available()
+        version = (lib.version() or "?") if available else "-"
+        names = lib.participant_names()
+        state = "available" if available else f"missing ({lib.install_hint()})"
+        rows.append([lib.name, version, state, ", ".join(names)])
         data.append(
             {
-                "library": lib,
+                "library": lib.name,
                 "version": version,
                 "available": available,
-                "extra": extra,
+                "extra": lib.extra,
                 "participants": {
-                    n: CONFIGURATIONS[lib][c]
-                    for n, c in zip(configs, CONFIGURATIONS[lib], strict=True)
+                    n: dict(settings)
+                    for n, settings in zip(names, lib.configurations.values(), strict=True)
                 },
+                "loads": lib.loads.value,
+                "runner": lib.runner,
+                "shares_process": lib.shares_process,
+                "in_all": lib.in_all,
             }
         )
     if args.json:
@@ -120,7 +111,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     out = Path(args.out or f"runs/{Path(args.model).stem}")
     outcome = run(
-        run_options(args), out, threads=args.threads, parallel=args.parallel, timeout=args.timeout
+        run_options(args),
+        out,
+        threads=args.threads,
+        parallel=args.parallel,
+        timeout=args.timeout,
+        export_timeout=args.export_timeout,
     )
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
@@ -150,6 +146,7 @@ def run_options(args: argparse.Namespace) -> Any:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run at several input sizes and fit the error's dependence on size."""
     from anpred.pipeline.sweep import sweep, sweep_table
+    from anpred.store import SweepStore
 
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -164,9 +161,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         threads=args.threads,
         parallel=args.parallel,
         timeout=args.timeout,
+        export_timeout=args.export_timeout,
     )
     print(sweep_table(result))
-    print(f"sweep: {out / 'sweep.json'}")
+    print(f"sweep: {SweepStore(out).result_path}")
     return 0
 
 
@@ -175,13 +173,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from anpred.evaluation.campaign import evaluate
     from anpred.evaluation.grid import load_grid
     from anpred.evaluation.tables import write_tables
+    from anpred.store import EvalStore
 
     grid = load_grid(args.config)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    from anpred.execution.layout import write_json
-
-    write_json(out / "grid.json", grid.to_dict())
+    EvalStore(out).write_grid(grid.to_dict())
     results = evaluate(
         grid,
         out,
@@ -202,21 +198,21 @@ def _say(message: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the report of a finished or interrupted run."""
+    import dataclasses
+
     from anpred.pipeline.analyse import analyse
     from anpred.report.html import write_report
     from anpred.report.terminal import print_summary
+    from anpred.store import RunStore
 
     run_dir = Path(args.run_dir)
-    if not (run_dir / "run.json").exists():
-        raise UsageError(f"{str(run_dir)!r} is not an anpred run directory (no run.json)")
-    from anpred.execution.layout import read_json, write_json
-
-    previous = run_dir / "summary.json"
+    store = RunStore.open(run_dir)
     summary = analyse(run_dir)
-    if previous.exists():  # keep what only the original run knew
-        summary["wall_seconds"] = read_json(previous).get("wall_seconds")
+    if store.has_summary():  # keep what only the original run knew (read raw: any version)
+        wall = store.read_summary().get("wall_seconds")
+        summary = dataclasses.replace(summary, wall_seconds=wall)
 
-    write_json(run_dir / "summary.json", summary)
+    store.write_summary(summary.to_dict())
     write_report(run_dir, summary)
     print_summary(summary, run_dir)
     return 0
@@ -224,6 +220,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """Register every subcommand (``common`` holds flags every subcommand accepts)."""
+    from anpred.store.studies import EVAL_OUTPUTS
+
     models = sub.add_parser(
         "models", parents=[common], help="list the model zoo with anchor counts"
     )
@@ -268,8 +266,8 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         parents=[common],
         help="evaluate detection/localization on injected faults and clean runs (RQ1-RQ3)",
         description="Sweep models x faulty participants x stages x fault kinds x severities "
-        "(a JSON grid, --config; the default grid finishes in minutes) and write eval.md, "
-        "faults.csv and plots/: detection per method, localization accuracy, "
+        "(a JSON grid, --config; the default grid finishes in minutes) and write "
+        f"{EVAL_OUTPUTS}: detection per method, localization accuracy, "
         "characterization, false positives on clean fp32 runs, and (grid key "
         "'configurations') the real-configuration study. configs/study.json runs the "
         "study on every zoo model.",
@@ -300,6 +298,8 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags ``run`` and ``sweep`` share."""
+    from anpred.execution.pool import DEFAULT_EXPORT_TIMEOUT
+
     parser.add_argument(
         "model", help="zoo model name (see `anpred models`) or path to an .onnx file"
     )
@@ -370,4 +370,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="seconds per worker before it counts as hung (default 900 + 120/input)",
+    )
+    where.add_argument(
+        "--export-timeout",
+        type=float,
+        default=DEFAULT_EXPORT_TIMEOUT,
+        metavar="SECONDS",
+        help="seconds the model export may take before it counts as hung "
+        f"(default {DEFAULT_EXPORT_TIMEOUT:g})",
     )

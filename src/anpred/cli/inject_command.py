@@ -1,8 +1,9 @@
 """``anpred inject``: run ``anpred run`` with one participant carrying a known fault.
 
 The faulty participant (``onnxruntime!bf16@neck.p4``) replaces the clean one; the run
-directory gets ``ground_truth.json`` (see :mod:`anpred.inject.ground_truth`) next to the
-usual results, so that detection and localization can be scored against the truth.
+directory gets ``ground_truth.json`` (see :mod:`anpred.inject.ground_truth` and
+:mod:`anpred.evaluation.scoring`) next to the usual results, so that detection and
+localization can be scored against the truth.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _list_targets(args: argparse.Namespace) -> int:
     from anpred.pipeline.run import export_model
 
     with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
-        export = export_model(_options(args, None), Path(tmp), _say)
+        export = export_model(_options(args, None), Path(tmp), _say, args.export_timeout)
     counts = stage_ops(onnx.load(str(export.anchored_path)), stage_anchors(export))
     for stage, ops in counts.items():
         listed = ", ".join(f"{op}×{n}" for op, n in sorted(ops.items()))
@@ -64,8 +65,8 @@ def cmd_inject(args: argparse.Namespace) -> int:
     """Inject a fault into one participant, run the analysis, write ``ground_truth.json``."""
     import onnx
 
-    from anpred.execution.layout import read_json, write_json
-    from anpred.inject.ground_truth import ground_truth
+    from anpred.evaluation.scoring import score_injection
+    from anpred.inject.ground_truth import injection_record
     from anpred.inject.participants import apply_faults, faulty_name
     from anpred.inject.plan import PlannedFault, stage_anchors
     from anpred.inject.spec import FaultSpec, fault_kind
@@ -73,6 +74,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     from anpred.participants import parse_participant
     from anpred.pipeline.run import check_out_dir, export_model, is_onnx_path, run
     from anpred.report.terminal import print_summary
+    from anpred.store import RunStore
 
     if args.list_targets:
         return _list_targets(args)
@@ -94,7 +96,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     options = _options(args, {base.name: spec.to_dict()})
     out = Path(args.out or f"runs/{Path(args.model).stem}-{base.name}-{spec.kind}-{spec.stage}")
     check_out_dir(out, options)
-    export = export_model(options, out, _say)
+    export = export_model(options, out, _say, args.export_timeout)
     nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)
     planned = PlannedFault(spec, tuple(nodes))
     _say(
@@ -102,18 +104,24 @@ def cmd_inject(args: argparse.Namespace) -> int:
         f"{spec.op if spec.op != '*' else 'node'}(s) of stage {spec.stage} → participant {name}"
     )
     outcome = run(
-        options, out, say=_say, threads=args.threads, parallel=args.parallel, timeout=args.timeout
+        options,
+        out,
+        say=_say,
+        threads=args.threads,
+        parallel=args.parallel,
+        timeout=args.timeout,
+        export_timeout=args.export_timeout,
     )
-    workers = read_json(out / "participants.json")
+    store = RunStore(out)
+    workers = store.read_participants()
     if name not in workers:
         raise UsageError(
             f"the run has no participant {name}: this pipeline does not apply "
             "RunOptions.extra['faults'] (see anpred.inject.participants)"
         )
-    truth = ground_truth(
-        out, name, base.name, base.library, planned, outcome.summary, outcome.exit_code
-    )
-    write_json(out / "ground_truth.json", truth)
+    record = injection_record(out, name, base.name, base.library, planned, outcome.summary)
+    truth = score_injection(record, outcome.summary, outcome.exit_code)
+    store.write_ground_truth(truth)
     print_summary(outcome.summary, outcome.run_dir)
     detected = truth["detected"]
     verdict = (
@@ -124,7 +132,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
         else "not flagged"
     )
     applied = "applied as planned" if truth["worker"]["applied_as_planned"] else "NOT confirmed"
-    print(f"ground truth: {name} ({applied}); oracle: {verdict}; {out / 'ground_truth.json'}")
+    print(f"ground truth: {name} ({applied}); oracle: {verdict}; {store.ground_truth_path}")
     return outcome.exit_code
 
 
@@ -135,6 +143,7 @@ def add_inject_parser(
     """Register ``anpred inject`` (``common``: the parent parser every subcommand shares)."""
     from anpred.cli.commands import add_run_flags
     from anpred.inject.spec import fault_kinds
+    from anpred.store.layout import GROUND_TRUTH_FILE
 
     kinds = fault_kinds()
     kind_help = "; ".join(
@@ -148,7 +157,7 @@ def add_inject_parser(
         description="Run `anpred run` with one participant carrying a fault: one op kind, in "
         "one stage, replaced by a reduced-precision version of chosen severity. The faulty "
         "participant is named <participant>!<fault>@<stage> and replaces the clean one in "
-        "--libs (or is added); ground_truth.json in the run directory records what was "
+        f"--libs (or is added); {GROUND_TRUTH_FILE} in the run directory records what was "
         "injected where and what the oracle reported.",
     )
     fault = inject.add_argument_group("fault")

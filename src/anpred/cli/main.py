@@ -1,7 +1,7 @@
 """The ``anpred`` command: one entry point, subcommands (``models``, ``libs``, ``run``, ``report``).
 
-Exit codes: 0 no findings; 1 findings; 2 usage or input error; 3 a participant failed
-(crash, timeout or error). Errors are one line; ``--debug`` shows the traceback.
+Exit codes: 0 no findings; 1 findings; 2 usage or input error; 3 a participant or the model
+export failed (crash, timeout or error). Errors are one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ EXIT_CODES = """exit codes:
   0  no findings
   1  findings (a participant deviates from the population at some anchor)
   2  usage or input error (unknown model, missing library, bad file, ...)
-  3  a participant failed (crash, timeout or error); the others' results are kept
+  3  a participant failed (crash, timeout or error); the others' results are kept;
+     or the model export failed or timed out (--export-timeout)
   4  internal error (a bug in anpred; --debug shows the traceback)"""
 
 

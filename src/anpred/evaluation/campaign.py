@@ -8,18 +8,14 @@ instead of a whole ``anpred run``. The fault's directory is a complete run direc
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid
-from anpred.execution.layout import participant_dir, read_json, safe_name, write_json
-from anpred.inject.ground_truth import detection
+from anpred.evaluation.scoring import fault_row
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
 from anpred.inject.spec import FaultSpec
@@ -34,6 +30,9 @@ from anpred.participants import (
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.run import model_job, resume_workers, run
+from anpred.pipeline.transforms import plan_transforms
+from anpred.store import EvalStore, RunStore, safe_name
+from anpred.store.summary import Summary
 
 Say = Callable[[str], None]
 
@@ -43,77 +42,10 @@ class ModelResult:
     """A model's clean summary, one row per injected fault, and its configuration study."""
 
     model: str
-    clean: dict[str, Any]
+    clean: Summary
     rows: list[dict[str, Any]] = field(default_factory=list)
-    configurations: dict[str, Any] | None = None
+    configurations: Summary | None = None
     sweep: dict[str, Any] | None = None
-
-
-def _link(target: Path, link: Path) -> None:
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target.resolve(), link)
-
-
-def _baseline_detections(
-    summary: dict[str, Any], clean: dict[str, Any], faulty: str, library: str
-) -> dict[str, bool]:
-    """A baseline detects a fault when it fails the faulty participant on an input where
-    it passed the clean participant of the same library (the failure is the fault's).
-    """
-    result = {}
-    for name, per in summary.get("baselines", {}).items():
-        failed = set(per.get(faulty, {}).get("failed_inputs", []))
-        failed_clean = set(
-            clean.get("baselines", {}).get(name, {}).get(library, {}).get("failed_inputs", [])
-        )
-        result[name] = bool(failed - failed_clean)
-    return result
-
-
-def _row(
-    summary: dict[str, Any],
-    clean: dict[str, Any],
-    model: str,
-    library: str,
-    faulty: str,
-    spec: FaultSpec,
-    anchors: list[str],
-) -> dict[str, Any]:
-    det = detection(summary, faulty, spec.stage, anchors)
-    mine = summary.get("localization", {}).get("participants", {}).get(faulty, {})
-    ranking = [r["stage"] for r in (mine.get("concentration") or {}).get("ranking", [])]
-    blame = summary.get("localization", {}).get("blame", {})
-    sole = blame.get("sole_counts", {}).get(faulty, 0)
-    n_inputs = max(1, blame.get("n_inputs", 1))
-    row = {
-        "model": model,
-        "library": library,
-        "participant": faulty,
-        "stage": spec.stage,
-        "stage_index": anchors.index(spec.stage),
-        "kind": spec.kind,
-        "op": spec.op,
-        "severity": spec.severity,
-        "anpred_detected": det["flagged"],
-        "anpred_flagged_at_stage": det["flagged_at_stage"],
-        "emergence_at_stage": det["emergence_at_stage"] or 0.0,
-        "isolation_top1": bool(ranking) and ranking[0] == spec.stage,
-        "isolation_top3": spec.stage in ranking[:3],
-        "library_blamed": sole / n_inputs >= 0.5,
-        "other_flagged": sorted(det["other_participants_flagged"]),
-        "output_rel_l2_vs_fp64": summary.get("deviation", {})
-        .get("vs_fp64", {})
-        .get(faulty, {})
-        .get(anchors[-1]),
-        "stage_rel_l2_vs_fp64": summary.get("deviation", {})
-        .get("vs_fp64", {})
-        .get(faulty, {})
-        .get(spec.stage),
-    }
-    for name, detected in _baseline_detections(summary, clean, faulty, library).items():
-        row[f"baseline:{name}"] = detected
-    return row
 
 
 def derive_run(
@@ -127,7 +59,7 @@ def derive_run(
     parallel: int = 1,
     reanalyse: bool = False,
     say: Say | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """A run directory made from the clean run ``base`` plus participants ``add``.
 
     The clean run's participants (but ``drop``) are linked, not re-run: they are
@@ -135,40 +67,41 @@ def derive_run(
     Resumable: a finished directory is read back (``reanalyse``: judged again from its
     captures, e.g. after changing the oracle).
     """
-    summary_path = out / "summary.json"
-    if summary_path.exists():
+    done = RunStore(out)
+    if done.has_summary():
+        done.check_format()
         if not reanalyse:
-            return read_json(summary_path)
+            return Summary.from_dict(done.read_summary())
         summary = analyse(out)
-        write_json(summary_path, summary)
+        done.write_summary(summary.to_dict())
         return summary
-    export = AnchoredExport.from_dict(read_json(base / "model.json"))
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("model.json", "inputs.npz", "inputs.json"):
-        _link(base / name, out / name)
-    write_json(out / "run.json", options)
-    workers = read_json(base / "participants.json")
-    for name in workers:
-        if name != drop:
-            _link(participant_dir(base, name), participant_dir(out, name))
+    base_store = RunStore.open(base)
+    export = AnchoredExport.from_dict(base_store.read_export())
+    workers = base_store.read_participants()
+    store = RunStore.derive(out, base_store, [n for n in workers if n != drop], options)
     job = model_job(
-        export, model, options.get("weights"), options.get("seed", 0), out / "inputs.npz"
+        export,
+        model,
+        options.get("weights"),
+        options.get("seed", 0),
+        store.inputs_path,
+        plan_transforms(options.get("extra") or {}, export, out),
     )
     results = resume_workers(
         out,
         add,
         job,
-        read_json(base / "inputs.json")["ids"],
+        base_store.read_input_ids(),
         say or (lambda _m: None),
         threads,
         parallel,
-        participant_dir(out, REFERENCE64),
+        store.participant(REFERENCE64).folder,
     )
     merged = {k: v for k, v in workers.items() if k != drop}
     merged.update({name: result.to_dict() for name, result in results.items()})
-    write_json(out / "participants.json", merged)
+    store.write_participants(merged)
     summary = analyse(out)
-    write_json(summary_path, summary)
+    store.write_summary(summary.to_dict())
     return summary
 
 
@@ -178,22 +111,22 @@ def run_fault(
     model: str,
     library: str,
     spec: FaultSpec,
-    clean: dict[str, Any],
+    clean: Summary,
     say: Say,
     threads: int,
     reanalyse: bool = False,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row."""
-    export = AnchoredExport.from_dict(read_json(base / "model.json"))
-    anchors = [a.key for a in export.anchors]
+    base_store = RunStore.open(base)
+    export = AnchoredExport.from_dict(base_store.read_export())
     faulty = faulty_participant(parse_participant(library), spec)
-    if not (fault_dir / "summary.json").exists():
+    if not RunStore(fault_dir).has_summary():
         try:
-            plan_fault(faulty.settings, export, onnx.load(str(export.anchored_path)))
+            plan_fault(spec, export)
         except AnpredError as err:
             say(f"  skip {faulty.name}: {err}")
             return None
-    options = read_json(base / "run.json")
+    options = base_store.read_settings()
     options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
     summary = derive_run(
         base,
@@ -205,7 +138,7 @@ def run_fault(
         threads,
         reanalyse=reanalyse,
     )
-    return _row(summary, clean, model, library, faulty.name, spec, anchors)
+    return fault_row(summary, clean, model, library, faulty.name, spec)
 
 
 def run_configurations(
@@ -217,9 +150,9 @@ def run_configurations(
     parallel: int,
     reanalyse: bool = False,
     say: Say | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """The real-configuration study of one model: its clean run plus ``configurations``."""
-    options = read_json(base / "run.json")
+    options = RunStore.open(base).read_settings()
     options["libs"] = [*options["libs"], *configurations]
     participants = parse_participants(list(configurations))
     return derive_run(
@@ -239,9 +172,10 @@ def evaluate(
     their captures with ``reanalyse``; the clean runs are always judged again).
     """
     results = []
+    folders = EvalStore(out)
     for model in grid.models:
         say(f"== {model}: clean run")
-        base = out / safe_name(Path(model).stem) / "clean"
+        base = folders.clean_run(model)
         clean = run(
             RunOptions(
                 model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
@@ -251,7 +185,7 @@ def evaluate(
             threads=threads,
             parallel=parallel,
         ).summary
-        anchors = [a["key"] for a in clean["anchors"]]
+        anchors = clean.anchor_keys
         stages = anchors[:-1] if grid.stages == "all" else list(grid.stages)
         result = ModelResult(model, clean)
         faults = [
@@ -276,7 +210,7 @@ def evaluate(
             )
             row = run_fault(
                 base,
-                base.parent / "faults" / name,
+                folders.fault_run(model, name),
                 model,
                 lib,
                 spec,
@@ -291,7 +225,7 @@ def evaluate(
             say(f"== {model}: configurations {','.join(grid.configurations)}")
             result.configurations = run_configurations(
                 base,
-                base.parent / "configurations",
+                folders.configurations_run(model),
                 model,
                 grid.configurations,
                 threads,
@@ -308,7 +242,7 @@ def evaluate(
                     model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
                 ),
                 grid.sizes,
-                base.parent / "sweep",
+                folders.sweep_dir(model),
                 say,
                 threads=threads,
                 parallel=parallel,

@@ -109,47 +109,124 @@ def _check_models(models: tuple[str, ...]) -> None:
             raise UsageError(f"grid model {model!r} is not in the zoo ({', '.join(known)})")
 
 
+#: Largest grid file read (bytes); real grids are a few hundred bytes, configs/ < 2 KB.
+MAX_GRID_BYTES = 1 << 20
+
+
+def _strings(data: dict[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of strings under ``key`` (default when absent).
+
+    Raises:
+        UsageError: Not a list of strings.
+    """
+    value = data.get(key, list(default))
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"grid key {key!r} takes a list of strings, got {value!r:.80}")
+    return tuple(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _faults(data: dict[str, Any]) -> tuple[FaultAxis, ...]:
+    """The fault axes, each kind known and each severity valid for it.
+
+    Raises:
+        UsageError: A malformed axis, an unknown kind or an invalid severity.
+    """
+    if "faults" not in data:
+        return DEFAULT_GRID.faults
+    from anpred.inject.spec import fault_kind
+
+    raw = data["faults"]
+    if not isinstance(raw, list):
+        raise UsageError(f"grid key 'faults' takes a list of objects, got {raw!r:.80}")
+    axes = []
+    for entry in raw:
+        if not isinstance(entry, dict) or set(entry) - {"kind", "op", "severities"}:
+            raise UsageError(
+                "each grid fault is an object with 'kind', 'op' and 'severities', "
+                f"got {entry!r:.80}"
+            )
+        kind, op = entry.get("kind"), entry.get("op", "*")
+        severities = entry.get("severities", [1])
+        if not isinstance(kind, str) or not isinstance(op, str):
+            raise UsageError(f"grid fault 'kind' and 'op' are strings, got {entry!r:.80}")
+        if not isinstance(severities, list) or not severities:
+            raise UsageError(f"grid fault 'severities' is a non-empty list, got {entry!r:.80}")
+        known = fault_kind(kind)
+        for severity in severities:
+            if not _number(severity):
+                raise UsageError(f"grid fault {kind}: severity {severity!r:.40} is not a number")
+            known.check_severity(severity)
+        axes.append(FaultAxis(kind, op, tuple(severities)))
+    return tuple(axes)
+
+
 def load_grid(path: str | Path | None) -> EvalGrid:
     """Read a grid file (JSON); missing keys take the defaults.
 
+    Every value is checked here, before the first run: a typo must not surface hours into
+    a campaign.
+
     Raises:
-        UsageError: Unreadable file or unknown keys.
+        UsageError: Unreadable or oversized file, unknown keys, or a value of the wrong type.
     """
     if path is None:
         return DEFAULT_GRID
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UsageError(f"cannot read grid {str(path)!r}: {err}") from None
+        size = Path(path).stat().st_size
+        if size > MAX_GRID_BYTES:
+            raise UsageError(
+                f"grid {str(path)!r} is {size} bytes; a grid file holds at most "
+                f"{MAX_GRID_BYTES} (it lists axes, not runs)"
+            )
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+        message = " ".join(str(err).split())[:200] or err.__class__.__name__
+        raise UsageError(f"cannot read grid {str(path)!r}: {message}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"grid {str(path)!r} must hold a JSON object, not {type(data).__name__}")
     known = set(DEFAULT_GRID.to_dict())
     unknown = set(data) - known
     if unknown:
         raise UsageError(f"unknown grid key(s) {sorted(unknown)}; known: {sorted(known)}")
-    faults = (
-        tuple(
-            FaultAxis(f["kind"], f.get("op", "*"), tuple(f.get("severities", [1])))
-            for f in data["faults"]
-        )
-        if "faults" in data
-        else DEFAULT_GRID.faults
-    )
-    stages = data.get("stages", "all")
-    models = tuple(data.get("models", DEFAULT_GRID.models))
+    models = _strings(data, "models", DEFAULT_GRID.models)
     _check_models(models)
-    configurations = tuple(data.get("configurations", ()))
-    for name in configurations:
+    libs = data.get("libs", DEFAULT_GRID.libs)
+    if not isinstance(libs, str):
+        raise UsageError(f"grid key 'libs' takes a string like 'torch,jax', got {libs!r:.80}")
+    faulty = _strings(data, "faulty", DEFAULT_GRID.faulty)
+    configurations = _strings(data, "configurations", ())
+    for name in (*faulty, *configurations):
         parse_participant(name)
-    sizes = tuple(data.get("sizes", ()))
-    if sizes and (len(sizes) < 2 or any(not isinstance(v, int) or v % 32 for v in sizes)):
-        raise UsageError(f"grid sizes must be two or more multiples of 32, got {list(sizes)}")
+    stages = data.get("stages", "all")
+    if stages != "all":
+        stages = _strings(data, "stages", ())
+    images = data.get("images", DEFAULT_GRID.images)
+    if not isinstance(images, int) or isinstance(images, bool) or images < 1:
+        raise UsageError(f"grid key 'images' takes a whole number >= 1, got {images!r:.40}")
+    granularity = data.get("granularity", DEFAULT_GRID.granularity)
+    if granularity not in ("stage", "layer"):
+        raise UsageError(f"grid key 'granularity' is 'stage' or 'layer', got {granularity!r:.40}")
+    sizes = data.get("sizes", [])
+    if not isinstance(sizes, list) or (
+        sizes
+        and (
+            len(sizes) < 2
+            or any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v % 32 for v in sizes)
+        )
+    ):
+        raise UsageError(f"grid sizes must be two or more multiples of 32, got {sizes!r:.80}")
     return EvalGrid(
         models=models,
-        libs=data.get("libs", DEFAULT_GRID.libs),
-        faulty=tuple(data.get("faulty", DEFAULT_GRID.faulty)),
-        stages=stages if isinstance(stages, str) else tuple(stages),
-        images=int(data.get("images", DEFAULT_GRID.images)),
-        granularity=data.get("granularity", DEFAULT_GRID.granularity),
+        libs=libs,
+        faulty=faulty,
+        stages=stages,
+        images=images,
+        granularity=granularity,
         configurations=configurations,
-        sizes=sizes,
-        faults=faults,
+        sizes=tuple(sizes),
+        faults=_faults(data),
     )

@@ -24,6 +24,9 @@ from typing import Any
 
 from anpred.evaluation.campaign import ModelResult
 from anpred.participants import REFERENCE32
+from anpred.store import EvalStore
+from anpred.store.outcome import Status
+from anpred.store.summary import ParticipantRecord
 
 
 def _rate(values: Sequence[bool]) -> str:
@@ -122,21 +125,17 @@ def false_positive_table(results: Sequence[ModelResult]) -> str:
     lines = ["| model | method | flagged cells | rate |", "|---|---|---|---|"]
     for res in results:
         s = res.clean
-        judged = [
-            p["participant"]
-            for p in s.get("participants", [])
-            if p.get("status") in ("ok", "non-finite")
-        ]
-        n_inputs, n_anchors = len(s.get("inputs", [])), len(s.get("anchors", []))
+        judged = [p.participant for p in s.participants if p.judged]
+        n_inputs, n_anchors = len(s.inputs), len(s.anchors)
         cells = len(judged) * n_inputs * n_anchors
-        flagged = len(s.get("findings", []))
+        flagged = len(s.findings)
         lines.append(
             f"| {res.model} | anpred (anchors) | {flagged}/{cells} | "
             f"{100 * flagged / max(cells, 1):.2f} % |"
         )
         others = [p for p in judged if p != REFERENCE32]
-        for name, per in s.get("baselines", {}).items():
-            failed = sum(len(per.get(p, {}).get("failed_inputs", [])) for p in others)
+        for name in s.baselines:
+            failed = sum(len(s.failed_inputs(name, p)) for p in others)
             total = len(others) * n_inputs
             lines.append(
                 f"| {res.model} | {name} (output) | {failed}/{total} | "
@@ -153,37 +152,39 @@ def characterization_table(results: Sequence[ModelResult]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
-        loc = res.clean.get("localization", {}).get("participants", {})
-        prop = res.clean.get("characterization", {}).get("propagation", {})
-        for p, data in loc.items():
-            conc = data.get("concentration") or {}
-            pr = prop.get(p, {})
-            dim = pr.get("dimension_at_worst", {})
+        prop = res.clean.characterization.propagation
+        for p, data in res.clean.localization.participants.items():
+            conc = data.concentration or {}
+            pr = prop.get(p)
+            dim = pr.dimension_at_worst if pr else {}
 
             def f(v: Any, spec: str = ".2f") -> str:
                 return "-" if v is None else format(v, spec)
 
             lines.append(
-                f"| {res.model} | {p} | {data.get('top_stage')} | "
+                f"| {res.model} | {p} | {data.top_stage} | "
                 f"{f(conc.get('top_shares', {}).get('1'))} | {f(conc.get('gini'))} | "
-                f"{f(pr.get('direction_changes'), '.1f')} | {pr.get('worst_anchor')} | "
+                f"{f(pr.direction_changes if pr else None, '.1f')} | "
+                f"{pr.worst_anchor if pr else None} | "
                 f"{f(dim.get('top_channel_share'))} | {f(dim.get('border_interior_ratio'))} |"
             )
     return "\n".join(lines)
 
 
-def _config_notes(record: dict[str, Any]) -> str:
+def _config_notes(record: ParticipantRecord | None) -> str:
     """What a configuration really did, from its worker's record."""
+    if record is None:
+        return ""
     notes = []
-    settings = record.get("settings") or {}
+    settings = record.settings
     if settings.get("fell_back"):
         notes.append(
             f"{settings.get('precision_requested')} not supported here: ran "
             f"{settings.get('precision')}"
         )
-    if record.get("status") not in (None, "ok"):
-        notes.append(f"{record.get('status')}: {str(record.get('message', ''))[:80]}")
-    observer = record.get("observer") or {}
+    if record.status != Status.OK:
+        notes.append(f"{record.status}: {record.message[:80]}")
+    observer = record.observer
     if observer.get("inputs") and not observer.get("identical"):
         notes.append(f"anchors change its output by up to {observer.get('max_abs_diff'):.1e}")
     return "; ".join(notes)
@@ -221,18 +222,19 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
         s = res.configurations
         if not s:
             continue
-        anchors = [a["key"] for a in s.get("anchors", [])]
-        n_inputs = len(s.get("inputs", []))
-        records = {r["participant"]: r for r in s.get("participants", [])}
-        clean = {r["participant"] for r in res.clean.get("participants", [])}
+        anchors = s.anchor_keys
+        n_inputs = len(s.inputs)
+        records = {r.participant: r for r in s.participants}
+        clean = {r.participant for r in res.clean.participants}
         configs = [name for name in records if name not in clean]
-        vs64 = s.get("deviation", {}).get("vs_fp64", {})
-        loc = s.get("localization", {}).get("participants", {})
-        prop = s.get("characterization", {}).get("propagation", {})
+        vs64 = s.deviation.vs_fp64
+        loc = s.localization.participants
+        prop = s.characterization.propagation
         for name in sorted(configs, key=lambda n: (n.split("[")[0], n)):
-            record = records.get(name, {})
-            findings = sum(1 for f in s.get("findings", []) if f["participant"] == name)
-            dist = (loc.get(name) or {}).get("emergence_distribution") or {}
+            record = records.get(name)
+            findings = len(s.findings_of(name))
+            mine = loc.get(name)
+            dist = (mine.emergence_distribution if mine else None) or {}
             emergence = dist.get("most_common") if findings else None
             dev = vs64.get(name, {})
             known = {a: dev.get(a) for a in anchors if dev.get(a) is not None}
@@ -244,16 +246,14 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
             )
             output = known.get(anchors[-1]) if anchors else None
             default = vs64.get(name.split("[")[0], {}).get(anchors[-1]) if anchors else None
-            baselines = s.get("baselines", {})
-            failing = [b for b, per in baselines.items() if per.get(name, {}).get("failed_inputs")]
+            baselines = s.baselines
+            failing = [b for b in baselines if s.failed_inputs(b, name)]
             # the baselines compare with the fp32 reference (torch), so they pass it by
             # construction: a torch configuration is set against every default library
             library = name.split("[")[0]
             defaults = sorted(clean - {REFERENCE32}) if library == REFERENCE32 else [library]
             beyond_default = [
-                b
-                for b in failing
-                if not any(baselines[b].get(d, {}).get("failed_inputs") for d in defaults)
+                b for b in failing if not any(s.failed_inputs(b, d) for d in defaults)
             ]
 
             def f(v: Any, spec: str = ".1e") -> str:
@@ -264,10 +264,10 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
                 name,
                 f"{'**yes**' if findings else 'no'} ({findings}/{len(anchors) * n_inputs})",
                 emergence or "-",
-                (loc.get(name) or {}).get("top_stage") or "-",
+                (mine.top_stage if mine else None) or "-",
                 worst or "-",
                 f(growth, ".1f") + ("x" if growth is not None else ""),
-                f((prop.get(name) or {}).get("direction_changes"), ".0f"),
+                f(prop[name].direction_changes if name in prop else None, ".0f"),
                 f(output),
                 f(output / default if output is not None and default else None, ".1f"),
                 f"{len(failing)}/{len(baselines)}",
@@ -382,17 +382,20 @@ def configuration_plot(results: Sequence[ModelResult], path: Path) -> Path | Non
     rows_n = math.ceil(len(studies) / cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 3.8 * rows_n), squeeze=False)
     for ax, res in zip(axes.flat, studies, strict=False):
-        s = res.configurations or {}
-        anchors = [a["key"] for a in s.get("anchors", [])]
-        clean = {r["participant"] for r in res.clean.get("participants", [])}
+        s = res.configurations
+        assert s is not None
+        anchors = s.anchor_keys
+        clean = {r.participant for r in res.clean.participants}
         x = list(range(len(anchors)))
-        for name, per in s.get("deviation", {}).get("vs_fp64", {}).items():
+        for name, per in s.deviation.vs_fp64.items():
             y = [per.get(a) or math.nan for a in anchors]
             if name in clean:
                 ax.plot(x, y, color="0.7", linewidth=0.8)
             else:
                 ax.plot(x, y, marker="o", markersize=3, linewidth=1.4, label=name)
-        floor = [(s.get("noise_floor", {}).get(a) or {}).get("median") or math.nan for a in anchors]
+        floor = [
+            (s.noise_floor[a].median if a in s.noise_floor else None) or math.nan for a in anchors
+        ]
         ax.plot(x, floor, "k--", linewidth=1, label="fp32 noise floor")
         ax.set_yscale("log")
         ax.set_xticks(x, anchors, rotation=45, ha="right", fontsize=7)
@@ -409,14 +412,15 @@ def configuration_plot(results: Sequence[ModelResult], path: Path) -> Path | Non
 
 
 def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
-    """Write ``eval.md``, ``faults.csv`` and ``plots/detection.png``; return the Markdown path."""
+    """Write the Markdown tables, the faults CSV and the plots; return the Markdown path."""
+    store = EvalStore(out)
     rows = [r for res in results for r in res.rows]
     if rows:
-        with open(out / "faults.csv", "w", newline="") as handle:
+        with open(store.faults_csv_path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    plot = detection_plot(rows, out / "plots" / "detection.png")
+    plot = detection_plot(rows, store.plot_path("detection"))
     sections: list[tuple[str, str]] = []
     if rows:
         sections += [
@@ -448,9 +452,9 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
     for title, body in sections:
         text += [title, "", body, ""]
     if plot:
-        text += ["![detection](plots/detection.png)", ""]
-    if configuration_plot(results, out / "plots" / "configurations.png"):
-        text += ["![configurations](plots/configurations.png)", ""]
-    path = out / "eval.md"
+        text += [f"![detection]({store.plot_link('detection')})", ""]
+    if configuration_plot(results, store.plot_path("configurations")):
+        text += [f"![configurations]({store.plot_link('configurations')})", ""]
+    path = store.tables_path
     path.write_text("\n".join(text))
     return path

@@ -1,9 +1,13 @@
-"""Run participants in worker processes (a local process pool) and collect their symptoms.
+"""Run jobs in worker processes (a local process pool) and collect their symptoms.
 
-The fp64 reference runs first; the other participants then run ``parallel`` at a time,
-each also doing stage isolation against the reference's anchors. A worker that crashes,
-hangs past its timeout, raises, or produces non-finite values is recorded with its symptom
-and step; the other participants' results are kept.
+A job is a folder of the run store (:class:`~anpred.store.ParticipantStore`) holding its
+job file, its ``status`` record and its log, and a module run as ``python -m MODULE JOB``.
+Participants are jobs of :mod:`anpred.execution.worker`, run ``parallel`` at a time by
+:func:`run_workers` (the fp64 reference first, then the others, each also doing stage
+isolation against the reference's anchors); the model export is one job run by
+:func:`run_job`. A job that crashes, hangs past its timeout, raises, or produces non-finite
+values is recorded with its symptom (:class:`~anpred.store.Status`) and step; the other
+participants' results are kept.
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anpred.execution.layout import participant_dir, read_json, write_json
 from anpred.participants import Participant
+from anpred.store import ParticipantStore, RunStore, Status, Step
 
 #: Seconds a worker may take to start (imports, load, translate, compile).
 DEFAULT_START_TIMEOUT = 900.0
 #: Additional seconds allowed per input.
 DEFAULT_INPUT_TIMEOUT = 120.0
+#: Seconds the model export may take (``--export-timeout``). Generous on purpose: the limit
+#: is not a performance budget, it only ends an export that hangs.
+DEFAULT_EXPORT_TIMEOUT = 1800.0
+#: Module of a participant's worker process.
+WORKER_MODULE = "anpred.execution.worker"
 
 Progress = Callable[[str, str], None]
 
@@ -34,7 +43,7 @@ class WorkerResult:
 
     participant: str
     library: str
-    status: str
+    status: Status
     step: str = ""
     message: str = ""
     version: str = ""
@@ -51,7 +60,30 @@ class WorkerResult:
     @property
     def failed(self) -> bool:
         """Crash, timeout or error (non-finite output is a result, not a failure)."""
-        return self.status in ("crash", "timeout", "error")
+        return Status.parse(self.status).failed
+
+
+@dataclass
+class JobResult:
+    """What one job process did (see :func:`run_job`).
+
+    Attributes:
+        status: Its state.
+        step: The step it reached (``done``, or where it failed).
+        message: Why it failed (one line), if it did.
+        record: Its ``status`` record as it last wrote it (``{}`` if it wrote none).
+        returncode: The process's exit code (negative: killed by that signal).
+        usage_error: It failed on the user's input (an ``AnpredError``), not on a bug.
+        seconds: Wall time.
+    """
+
+    status: Status
+    step: str
+    message: str
+    record: dict[str, Any]
+    returncode: int | None
+    usage_error: bool
+    seconds: float
 
 
 def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -87,52 +119,133 @@ def participant_env(
     return worker_env(threads, {**(extra or {}), **participant.environment()})
 
 
-class _Running:
+class _Job:
+    """A started job process."""
+
     def __init__(
         self,
-        participant: Participant,
-        folder: Path,
+        folder: ParticipantStore,
         process: subprocess.Popen[bytes],
         deadline: float,
         log: Any,
+        participant: Participant | None = None,
     ) -> None:
-        self.participant = participant
         self.folder = folder
         self.process = process
         self.deadline = deadline
         self.log = log
+        self.participant = participant
         self.reported = -1
+        self.timed_out = False
+
+    def poll(self) -> bool:
+        """Whether the process has ended (killed first if it is past its deadline)."""
+        if self.process.poll() is None and time.monotonic() > self.deadline:
+            self.timed_out = True
+            self.stop()
+        return self.process.poll() is not None
+
+    def stop(self) -> None:
+        """Kill the process if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def outcome(self) -> tuple[Status, str, str, dict[str, Any]]:
+        """State, step, message and the job's last status record."""
+        record = self.folder.read_status()
+        code = self.process.returncode
+        if self.timed_out:
+            state, message = Status.TIMEOUT, "no result before the timeout"
+        elif code is not None and code < 0:
+            state, message = Status.CRASH, f"worker killed by signal {-code}"
+        elif code not in (0, None):
+            state = Status.ERROR
+            message = record.get("message", f"worker exited with code {code}")
+        else:
+            state, message = Status.parse(record.get("state")), record.get("message", "")
+        step = Step.DONE if state == Status.OK else record.get("step", Step.LOAD)
+        return state, str(step), message, record
 
 
-def _count_done(folder: Path) -> int:
-    return len(list(folder.glob("*.capture.json")))
+def start_job(
+    folder: ParticipantStore,
+    job: Mapping[str, Any],
+    module: str,
+    env: Mapping[str, str],
+    limit: float,
+    participant: Participant | None = None,
+) -> _Job:
+    """Write a job file into ``folder`` and start ``python -m module JOB`` on it.
+
+    Args:
+        folder: The job's folder (created).
+        job: The job file's content.
+        module: The module that executes it.
+        env: The process's environment.
+        limit: Seconds it may run.
+        participant: The participant it runs, if any.
+    """
+    job_file = folder.create().write_job(job)
+    log = folder.open_log()
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, str(job_file)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+    )
+    return _Job(folder, process, time.monotonic() + limit, log, participant)
 
 
-def _result(running: _Running, timed_out: bool, n_inputs: int) -> WorkerResult:
-    status_path = running.folder / "status.json"
-    status = read_json(status_path) if status_path.exists() else {}
-    code = running.process.returncode
+def run_job(
+    folder: ParticipantStore,
+    job: Mapping[str, Any],
+    module: str,
+    timeout: float,
+    env: Mapping[str, str],
+) -> JobResult:
+    """Run one job process to its end, or until ``timeout`` seconds have passed.
+
+    The process is killed on timeout and when this is interrupted (Ctrl-C, SIGTERM).
+    """
+    started = time.monotonic()
+    item = start_job(folder, job, module, env, timeout)
+    try:
+        try:
+            item.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            item.timed_out = True
+    finally:
+        item.stop()
+        item.log.close()
+    state, step, message, record = item.outcome()
+    return JobResult(
+        status=state,
+        step=step,
+        message=message,
+        record=record,
+        returncode=item.process.returncode,
+        usage_error=bool(record.get("usage_error")) and state == Status.ERROR,
+        seconds=round(time.monotonic() - started, 2),
+    )
+
+
+def _result(running: _Job, n_inputs: int) -> WorkerResult:
+    state, step, message, status = running.outcome()
     p = running.participant
-    if timed_out:
-        state, message = "timeout", "no result before the timeout"
-    elif code is not None and code < 0:
-        state, message = "crash", f"worker killed by signal {-code}"
-    elif code not in (0, None):
-        state, message = "error", status.get("message", f"worker exited with code {code}")
-    else:
-        state, message = status.get("state", "error"), status.get("message", "")
+    assert p is not None
     return WorkerResult(
         participant=p.name,
         library=p.library,
         status=state,
-        step=status.get("step", "load") if state != "ok" else "done",
+        step=step,
         message=message,
         version=status.get("version", ""),
         settings=status.get("settings", dict(p.settings)),
         timings=status.get("timings", {}),
-        returncode=code,
-        inputs_done=min(_count_done(running.folder), n_inputs),
-        usage_error=bool(status.get("usage_error")) and state == "error",
+        returncode=running.process.returncode,
+        inputs_done=min(len(running.folder.finished_inputs()), n_inputs),
+        usage_error=bool(status.get("usage_error")) and state == Status.ERROR,
     )
 
 
@@ -165,7 +278,7 @@ def run_workers(
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     pending = list(participants)
-    running: list[_Running] = []
+    running: list[_Job] = []
     results: dict[str, WorkerResult] = {}
     notify = progress or (lambda _p, _m: None)
     try:
@@ -178,30 +291,29 @@ def run_workers(
                 notify(p.name, "started")
             time.sleep(0.2)
             for item in list(running):
-                done = _count_done(item.folder)
+                assert item.participant is not None
+                done = len(item.folder.finished_inputs())
                 if done != item.reported:
                     item.reported = done
                     notify(item.participant.name, f"{done}/{len(input_ids)} inputs")
-                timed_out = item.process.poll() is None and time.monotonic() > item.deadline
-                if timed_out:
-                    item.process.kill()
-                    item.process.wait()
-                if item.process.poll() is not None:
+                if item.poll():
                     item.log.close()
-                    result = _result(item, timed_out, len(input_ids))
+                    result = _result(item, len(input_ids))
                     results[item.participant.name] = result
                     running.remove(item)
                     notify(
                         item.participant.name,
                         f"{result.status}"
-                        + (f" at {result.step}: {result.message}" if result.status != "ok" else ""),
+                        + (
+                            f" at {result.step}: {result.message}"
+                            if result.status != Status.OK
+                            else ""
+                        ),
                     )
     finally:
         # interrupted (Ctrl-C, SIGTERM, an error here): no worker outlives the run
         for item in running:
-            if item.process.poll() is None:
-                item.process.kill()
-                item.process.wait()
+            item.stop()
             item.log.close()
     return results
 
@@ -215,26 +327,20 @@ def _start(
     isolation_source: Path | None,
     limit: float,
     env: Mapping[str, str] | None,
-) -> _Running:
+) -> _Job:
     """Write a participant's job file and start its worker process."""
-    folder = participant_dir(run_dir, p.name)
-    folder.mkdir(parents=True, exist_ok=True)
-    job_file = folder / "job.json"
-    write_json(
-        job_file,
+    folder = RunStore(run_dir).participant(p.name)
+    return start_job(
+        folder,
         {
             **job,
             "participant": p.to_dict(),
-            "out": str(folder),
+            "out": str(folder.folder),
             "input_ids": list(input_ids),
             "isolation_source": str(isolation_source or "") or None,
         },
+        WORKER_MODULE,
+        participant_env(p, threads, env),
+        limit,
+        participant=p,
     )
-    log = open(folder / "worker.log", "ab")  # noqa: SIM115 - closed when it ends
-    process = subprocess.Popen(
-        [sys.executable, "-m", "anpred.execution.worker", str(job_file)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=participant_env(p, threads, env),
-    )
-    return _Running(p, folder, process, time.monotonic() + limit, log)

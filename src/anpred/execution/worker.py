@@ -1,19 +1,19 @@
 """The worker process: one participant, every input, streamed to the run directory.
 
-Run as ``python -m anpred.execution.worker JOB.json``. Writes, per input,
-``<input>.capture.npz`` (anchors + the plain final output) and ``<input>.capture.json``
-(layouts, observer-effect record, non-finite anchors), optionally the stage-isolation
-capture ``<input>.isolated.*``, and keeps ``status.json`` up to date so that the parent
-can name the step a crash or hang happened in.
+Run as ``python -m anpred.execution.worker JOB.json``. Writes into its participant folder
+of the run store (:class:`~anpred.store.ParticipantStore`), per input, a capture (anchors +
+the plain final output, and a record of layouts, the observer effect and non-finite
+anchors), optionally the stage-isolation capture, and keeps its status record up to date
+so that the parent can name the step a crash or hang happened in.
 
-``ANPRED_TEST_FAULT=<participant>:<crash|hang|error|nan>`` makes the named participant
-fail on purpose during execution (used by the test suite only).
+The transforms the job plans for the participant (a fault, see
+:mod:`anpred.execution.transform`) are applied around the runner: another model, per-node
+hooks, or a wrapper around its inference; their records go into its status record.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 import traceback
@@ -23,20 +23,8 @@ from typing import Any
 import numpy as np
 
 from anpred.errors import AnpredError
-from anpred.execution.layout import (
-    PLAIN_KEY,
-    capture_done,
-    load_capture,
-    read_json,
-    write_arrays,
-    write_json,
-)
-
-
-def _test_fault(participant: str) -> str | None:
-    spec = os.environ.get("ANPRED_TEST_FAULT", "")
-    name, _, kind = spec.rpartition(":")
-    return kind if name == participant else None
+from anpred.execution.transform import TRANSFORMS_KEY, Transforms
+from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 
 
 def _observer(anchored: np.ndarray, plain: np.ndarray) -> dict[str, Any]:
@@ -61,12 +49,12 @@ class Worker:
     """Executes one job file."""
 
     def __init__(self, job_path: Path) -> None:
-        self.job = read_json(job_path)
-        self.out = Path(self.job["out"])
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.job = ParticipantStore.load_job(job_path)
+        self.store = ParticipantStore(Path(self.job["out"])).create()
+        self.out = self.store.folder
         self.status: dict[str, Any] = {
-            "state": "running",
-            "step": "load",
+            "state": Status.RUNNING,
+            "step": Step.LOAD,
             "pid": os.getpid(),
             "participant": self.job["participant"]["name"],
         }
@@ -74,7 +62,7 @@ class Worker:
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json``."""
         self.status.update(fields)
-        write_json(self.out / "status.json", self.status)
+        self.store.write_status(self.status)
 
     def run(self) -> int:
         """Run the job; return the process exit code."""
@@ -84,7 +72,7 @@ class Worker:
             return self._run(start)
         except Exception as err:  # a library error is a symptom, recorded, not a crash
             self.update(
-                state="error",
+                state=Status.ERROR,
                 message=f"{err.__class__.__name__}: {err}"[:2000],
                 error_type=err.__class__.__name__,
                 usage_error=isinstance(err, AnpredError),
@@ -97,41 +85,36 @@ class Worker:
         from anpred.backends.registry import runner_class
 
         participant = self.job["participant"]
-        fault = _test_fault(participant["name"])
-        runner = runner_class(participant["library"])(participant["settings"])
-        self.update(step="load", timings={"import": round(time.perf_counter() - start, 4)})
-        job = ModelJob.from_dict(self.job["model"])
+        library = participant["library"]
+        transforms = Transforms.of(self.job, participant["name"])
+        job = transforms.model(ModelJob.from_dict(self.job["model"]))
+        runner = runner_class(library).for_job(job)(
+            participant["settings"], transforms.node_hooks(library)
+        )
+        self.update(step=Step.LOAD, timings={"import": round(time.perf_counter() - start, 4)})
         runner.activate(job)
+        infer = transforms.wrap_infer(runner.infer)
         self.update(
             step=runner.step.value,
             version=runner.version(),
             settings=runner.describe_settings(),
             timings={"import": self.status["timings"]["import"], **runner.timings},
+            **{TRANSFORMS_KEY: transforms.records()},
         )
         with np.load(self.job["inputs"]) as data:
             feeds = {key: data[key] for key in data.files}
         nonfinite_any = False
         for input_id in self.job["input_ids"]:
-            if not capture_done(self.out, input_id):
-                self.update(step="execute", input=input_id)
-                if fault == "crash":
-                    os.kill(os.getpid(), signal.SIGKILL)
-                if fault == "hang":
-                    time.sleep(10_000)
-                if fault == "error":
-                    raise RuntimeError("injected test error")
-                capture = runner.infer(feeds[input_id])
+            if not self.store.capture_done(input_id):
+                self.update(step=Step.EXECUTE, input=input_id)
+                capture = infer(feeds[input_id])
                 plain = runner.infer_plain(feeds[input_id])
-                if fault == "nan":
-                    capture.arrays["output"] = np.full_like(capture.arrays["output"], np.nan)
-                self.update(step="capture")
+                self.update(step=Step.CAPTURE)
                 bad = _nonfinite(capture.arrays)
                 nonfinite_any |= bool(bad)
-                write_arrays(
-                    self.out / f"{input_id}.capture.npz", {**capture.arrays, PLAIN_KEY: plain}
-                )
-                write_json(
-                    self.out / f"{input_id}.capture.json",
+                self.store.write_capture(
+                    input_id,
+                    {**capture.arrays, PLAIN_KEY: plain},
                     {
                         "layouts": capture.layouts,
                         "observer": _observer(capture.arrays["output"], plain),
@@ -139,12 +122,12 @@ class Worker:
                         "timings": dict(runner.timings),
                     },
                 )
-            elif read_json(self.out / f"{input_id}.capture.json")["nonfinite"]:
+            elif self.store.read_capture_meta(input_id)["nonfinite"]:
                 nonfinite_any = True
             self._isolate(runner, feeds[input_id], input_id)
         self.update(
-            state="non-finite" if nonfinite_any else "ok",
-            step="done",
+            state=Status.NON_FINITE if nonfinite_any else Status.OK,
+            step=Step.DONE,
             timings={**self.status["timings"], **runner.timings},
             settings=runner.describe_settings(),
         )
@@ -152,16 +135,16 @@ class Worker:
 
     def _isolate(self, runner: Any, feed: np.ndarray, input_id: str) -> None:
         source = self.job.get("isolation_source")
-        if not source or capture_done(self.out, input_id, "isolated"):
+        if not source or self.store.capture_done(input_id, ISOLATED):
             return
-        if not capture_done(Path(source), input_id):
+        reference_store = ParticipantStore(Path(source))
+        if not reference_store.capture_done(input_id):
             return  # the fp64 reference failed on this input: nothing to isolate against
-        reference = load_capture(Path(source), input_id)
+        reference = reference_store.load_capture(input_id)
         fed = {k: v.astype(np.float32) for k, v in reference.items() if k != PLAIN_KEY}
-        self.update(step="execute", input=input_id, phase="isolation")
+        self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
         capture = runner.isolate(feed, fed)
-        write_arrays(self.out / f"{input_id}.isolated.npz", capture.arrays)
-        write_json(self.out / f"{input_id}.isolated.json", {"layouts": capture.layouts})
+        self.store.write_capture(input_id, capture.arrays, {"layouts": capture.layouts}, ISOLATED)
 
 
 def main(argv: list[str] | None = None) -> int:

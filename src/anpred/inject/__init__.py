@@ -1,15 +1,17 @@
 """Fault injection: the ground truth of the evaluation.
 
 A :class:`FaultSpec` names a stage (anchor key), an ONNX op type, a fault kind and a
-severity. It travels in a participant's settings (``settings["fault"]``); runners resolve
-it against the export (:func:`plan_fault`) and apply it with the library's own operators:
+severity. The main process resolves it against the export (:func:`plan_fault`) and hands
+it to the faulty participant's worker as a transform (:func:`fault_transform`), applied
+with the library's own operators around a runner that knows nothing about faults:
 translated libraries through the interpreter's per-node hooks (:class:`FaultHooks`),
-onnxruntime and OpenVINO by rewriting the ONNX graphs (:func:`rewrite_model`).
+onnxruntime and OpenVINO (and attribute faults everywhere) by graphs rewritten before the
+worker starts (:func:`rewrite_model`).
 
 Importing this package imports no DL library.
 """
 
-from anpred.inject.ground_truth import ground_truth
+from anpred.inject.ground_truth import injection_record
 from anpred.inject.hooks import FaultHooks
 from anpred.inject.math import FaultMath, library_math
 from anpred.inject.onnx_rewrite import OnnxFaultMath, rewrite_model
@@ -17,7 +19,6 @@ from anpred.inject.participants import apply_faults, faulty_name, faulty_partici
 from anpred.inject.plan import PlannedFault, plan_fault
 from anpred.inject.spec import (
     ANY_OP,
-    SETTINGS_KEY,
     FaultKind,
     FaultSpec,
     Target,
@@ -26,10 +27,10 @@ from anpred.inject.spec import (
     register_fault,
 )
 from anpred.inject.stages import node_stages, resolve_targets, stage_ops
+from anpred.inject.transforms import fault_transform
 
 __all__ = [
     "ANY_OP",
-    "SETTINGS_KEY",
     "FaultHooks",
     "FaultKind",
     "FaultMath",
@@ -40,9 +41,10 @@ __all__ = [
     "apply_faults",
     "fault_kind",
     "fault_kinds",
+    "fault_transform",
     "faulty_name",
     "faulty_participant",
-    "ground_truth",
+    "injection_record",
     "library_math",
     "node_stages",
     "plan_fault",

@@ -1,13 +1,16 @@
-"""Faulty participants: a participant carrying a fault in its settings, with its own name.
+"""Faulty participants: a participant whose worker applies a fault, with its own name.
 
 A faulty participant is named ``<participant>!<kind>@<stage>`` (``paddle!bf16@neck.p4``,
 ``tensorflow[xla]!mantissa@backbone.p3``): the ``!`` marks it as faulty in every table and
-plot; the op and severity are in its settings. It replaces the clean participant of the
-same name in the run (the population then holds exactly one version of that library).
+plot. Its settings are the clean participant's: the fault (op and severity included)
+reaches its worker as a transform (:mod:`anpred.inject.transforms`), recorded in its
+status record. It replaces the clean participant of the same name in the run (the
+population then holds exactly one version of that library).
 
 ``anpred inject`` passes the faults as ``RunOptions.extra["faults"]`` =
 ``{participant spec: fault dict}``; :func:`apply_faults` turns the run's participant list
-into the faulty one.
+into the faulty one, and :func:`~anpred.inject.transforms.fault_transforms` plans the
+faults once the export exists.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from anpred.errors import UsageError
-from anpred.inject.spec import SETTINGS_KEY, FaultSpec
+from anpred.inject.spec import FaultSpec
 from anpred.participants import REFERENCE64, Participant, parse_participant
 
 #: Key of the faults in ``RunOptions.extra``.
@@ -36,10 +39,14 @@ def is_faulty(name: str) -> bool:
 
 
 def faulty_participant(participant: Participant, spec: FaultSpec) -> Participant:
-    """Return ``participant`` with ``spec`` in its settings and its faulty name."""
-    settings = {**participant.settings, SETTINGS_KEY: spec.to_dict()}
+    """Return ``participant`` under its faulty name (settings unchanged: the fault is a
+    transform of its job, not a setting of its library).
+    """
     return Participant(
-        faulty_name(participant.name, spec), participant.library, participant.config, settings
+        faulty_name(participant.name, spec),
+        participant.library,
+        participant.config,
+        dict(participant.settings),
     )
 
 

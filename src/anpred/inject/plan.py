@@ -1,8 +1,9 @@
 """A fault resolved against one export: the spec plus the nodes it hits.
 
-Runners call :func:`plan_fault` with their settings when they activate; the plan's
-:meth:`PlannedFault.record` goes into ``describe_settings()`` and so into the worker's
-``status.json``: the ground truth of what was injected where.
+The main process plans a fault (:func:`plan_fault`) before the worker starts and hands it
+to the worker as a transform (:mod:`anpred.inject.transforms`); the plan's
+:meth:`PlannedFault.record` travels in that transform's record, which the worker writes
+into its status record: the ground truth of what was injected where.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import onnx
 
-from anpred.inject.spec import FaultSpec, fault_from_settings, fault_kind
+from anpred.inject.spec import FaultSpec, fault_kind
 from anpred.inject.stages import StageAnchor, resolve_targets
 from anpred.interchange.export import AnchoredExport
 
@@ -39,6 +40,15 @@ class PlannedFault:
             "nodes": list(self.nodes),
         }
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> PlannedFault:
+        """Inverse of :meth:`record`.
+
+        Raises:
+            UsageError: An invalid fault.
+        """
+        return cls(FaultSpec.from_dict(record), tuple(record["nodes"]))
+
 
 def stage_anchors(export: AnchoredExport) -> list[StageAnchor]:
     """The export's anchors, in order, as stage mapping needs them."""
@@ -46,23 +56,17 @@ def stage_anchors(export: AnchoredExport) -> list[StageAnchor]:
 
 
 def plan_fault(
-    settings: Mapping[str, Any], export: AnchoredExport, anchored: onnx.ModelProto | None = None
-) -> PlannedFault | None:
-    """Resolve the fault a participant's settings carry against ``export``.
+    spec: FaultSpec, export: AnchoredExport, anchored: onnx.ModelProto | None = None
+) -> PlannedFault:
+    """Resolve ``spec`` against ``export``: the nodes it hits.
 
     Args:
-        settings: Participant settings (the fault under ``"fault"``).
+        spec: The fault.
         export: The anchored export.
         anchored: The loaded anchored model (loaded from the export when omitted).
-
-    Returns:
-        The plan, or ``None`` when the settings carry no fault.
 
     Raises:
         UsageError: Invalid fault, unknown stage, or no node matches.
     """
-    spec = fault_from_settings(settings)
-    if spec is None:
-        return None
     model = anchored if anchored is not None else onnx.load(str(export.anchored_path))
     return PlannedFault(spec, tuple(resolve_targets(model, stage_anchors(export), spec)))

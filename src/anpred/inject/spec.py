@@ -2,8 +2,8 @@
 registry of fault kinds.
 
 A fault replaces one op kind of one participant, inside one stage, by a reduced-precision
-version of it. It travels in the participant's settings under :data:`SETTINGS_KEY` as a
-plain dict (the worker hands settings to the runner as they are) and is the ground truth
+version of it. It is planned in the main process and reaches the worker as a transform
+(:mod:`anpred.inject.transforms`), never as a runner setting, and is the ground truth
 against which the evaluation scores detection and localization.
 
 A fault kind is a class registered with :func:`register_fault` (a duplicate name is an
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
     from anpred.inject.math import FaultMath
 
-#: Key of the fault in a participant's settings.
-SETTINGS_KEY = "fault"
 #: ``op`` value that selects every node of the stage the kind applies to.
 ANY_OP = "*"
 
@@ -89,17 +87,6 @@ class FaultSpec:
     def label(self) -> str:
         """Short name: ``bf16@neck.p4`` (op and severity are in the settings)."""
         return f"{self.kind}@{self.stage}"
-
-
-def fault_from_settings(settings: Mapping[str, Any]) -> FaultSpec | None:
-    """Return the fault a participant's settings carry, or ``None``."""
-    data = settings.get(SETTINGS_KEY)
-    return None if data is None else FaultSpec.from_dict(data)
-
-
-def settings_without_fault(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``settings`` minus the fault and private (``_``-prefixed) keys."""
-    return {k: v for k, v in settings.items() if k != SETTINGS_KEY and not k.startswith("_")}
 
 
 class FaultKind(ABC):

@@ -26,7 +26,8 @@ def letterbox(pixels: np.ndarray, size: int = 640, fill: int = 114) -> np.ndarra
     """
     height, width = pixels.shape[:2]
     ratio = min(size / height, size / width)
-    new_w, new_h = round(width * ratio), round(height * ratio)
+    # at least one pixel: a 997x3 strip would otherwise round to height 0
+    new_w, new_h = max(1, round(width * ratio)), max(1, round(height * ratio))
     resized = _resize(pixels, new_w, new_h) if (new_w, new_h) != (width, height) else pixels
     canvas = np.full((size, size, 3), fill, dtype=np.uint8)
     top, left = (size - new_h) // 2, (size - new_w) // 2

@@ -1,8 +1,9 @@
 """Turn a run directory's captures into results: findings, localization, characterization,
-baselines; write ``deviations.parquet`` and return the ``summary.json`` content.
+baselines; write the deviations table and return the typed
+:class:`~anpred.store.summary.Summary`.
 
-The layout of the run directory and ``summary.json`` is documented in
-``docs/run-directory.md``.
+The layout of the run directory and of the summary is documented in
+``docs/run-directory.md``; :mod:`anpred.store` reads and writes it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 from anpred.analysis.oracle import OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
-from anpred.execution.layout import participant_dir, read_json
 from anpred.localization.concentration import stage_concentration
 from anpred.localization.emergence import (
     collect_findings,
@@ -28,6 +28,24 @@ from anpred.localization.masking import masking_case, summarize_masking
 from anpred.localization.propagation import propagation_profile
 from anpred.participants import REFERENCE32, REFERENCE64
 from anpred.pipeline.evidence import RunEvidence, collect, observer_summary
+from anpred.store import RunStore
+from anpred.store.summary import (
+    Anchor,
+    BaselineVerdict,
+    Blame,
+    Characterization,
+    Deviation,
+    Finding,
+    InputRecord,
+    Localization,
+    ModelInfo,
+    NoiseFloor,
+    OracleSettings,
+    ParticipantLocalization,
+    ParticipantRecord,
+    Propagation,
+    Summary,
+)
 
 Say = Callable[[str], None]
 
@@ -49,16 +67,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _participants(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    workers = (
-        read_json(run_dir / "participants.json") if (run_dir / "participants.json").exists() else {}
-    )
+def _participants(store: RunStore) -> tuple[list[dict[str, Any]], list[str]]:
     records, names = [], []
-    for name, result in workers.items():
+    for name, result in store.read_participants().items():
         if name == REFERENCE64:
             continue
-        status = participant_dir(run_dir, name) / "status.json"
-        records.append({**result, "status_detail": read_json(status) if status.exists() else {}})
+        records.append({**result, "status_detail": store.participant(name).read_status()})
         names.append(name)
     return records, names
 
@@ -102,16 +116,6 @@ def _verdict_row(v: Verdict, introduced: float | None) -> dict[str, Any]:
     return row
 
 
-def _write_parquet(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if rows:
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        table = pa.table({c: [r.get(c) for r in rows] for c in columns})
-        pq.write_table(table, path)
-
-
 def _median(values: Sequence[float]) -> float | None:
     values = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.median(values) if values else None
@@ -123,29 +127,41 @@ def _localization(
     ev: RunEvidence,
     names: list[str],
     input_ids: list[str],
-) -> dict[str, Any]:
+) -> Localization:
     findings = collect_findings((v.participant, v.anchor, v.input_id, v.finding) for v in verdicts)
     for p in names:
         for i in input_ids:
             findings.setdefault((p, i), ())
     dist = emergence_distribution(anchors, findings)
     per_input = {f"{e.participant}|{e.input_id}": e.anchor for e in emergences(anchors, findings)}
-    blame = library_blame(anchors, findings)
-    result: dict[str, Any] = {"blame": blame.to_dict(), "participants": {}}
+    blame = _clean(library_blame(anchors, findings).to_dict())
+    participants = {}
     for p in names:
         introduced = {
             a: _median([ev.introduced.get((p, i), {}).get(a) for i in input_ids]) for a in anchors
         }
         known = {a: v for a, v in introduced.items() if v is not None}
         conc = stage_concentration(known).to_dict() if known and sum(known.values()) > 0 else None
-        result["participants"][p] = {
-            "emergence": {i: per_input.get(f"{p}|{i}") for i in input_ids},
-            "emergence_distribution": dist[p].to_dict() if p in dist else None,
-            "introduced": introduced,
-            "top_stage": conc["ranking"][0]["stage"] if conc else None,
-            "concentration": conc,
-        }
-    return result
+        participants[p] = ParticipantLocalization(
+            emergence={i: per_input.get(f"{p}|{i}") for i in input_ids},
+            emergence_distribution=_clean(dist[p].to_dict()) if p in dist else None,
+            introduced=_clean(introduced),
+            top_stage=conc["ranking"][0]["stage"] if conc else None,
+            concentration=_clean(conc),
+        )
+    return Localization(
+        Blame(
+            participants=tuple(blame["participants"]),
+            counts=blame["counts"],
+            sole_counts=blame["sole_counts"],
+            anchor_counts=blame["anchor_counts"],
+            n_inputs=blame["n_inputs"],
+            n_clean=blame["n_clean"],
+            n_joint=blame["n_joint"],
+            records=blame["records"],
+        ),
+        participants,
+    )
 
 
 def _characterization(
@@ -155,15 +171,17 @@ def _characterization(
     names: list[str],
     input_ids: list[str],
     baselines: Mapping[str, Mapping[str, Any]],
-) -> dict[str, Any]:
+    metric: str,
+) -> Characterization:
+    """Propagation, dimension sensitivity and masking, measured with ``metric`` vs fp64."""
     by_key = {(v.participant, v.anchor, v.input_id): v for v in verdicts}
-    propagation: dict[str, Any] = {}
+    propagation: dict[str, Propagation] = {}
     cases = []
     for p in names:
         profiles = {}
         for i in input_ids:
             devs = [
-                by_key[(p, a, i)].vs_fp64.get("rel_l2") if (p, a, i) in by_key else None
+                by_key[(p, a, i)].vs_fp64.get(metric) if (p, a, i) in by_key else None
                 for a in anchors
             ]
             if any(d is None or not math.isfinite(d) for d in devs):
@@ -179,7 +197,7 @@ def _characterization(
             key=lambda a: (
                 _median(
                     [
-                        by_key[(p, a, i)].vs_fp64.get("rel_l2")
+                        by_key[(p, a, i)].vs_fp64.get(metric)
                         for i in input_ids
                         if (p, a, i) in by_key
                     ]
@@ -189,32 +207,41 @@ def _characterization(
         )
         dims = [ev.dimension.get((p, worst, i)) for i in input_ids]
         dims = [d for d in dims if d]
-        propagation[p] = {
-            "profiles": profiles,
-            "direction_changes": _median([pr["n_direction_changes"] for pr in profiles.values()]),
-            "worst_anchor": worst,
-            "dimension_at_worst": {
-                "top_channel_share": _median([d.get("top_channel_share") for d in dims]),
-                "border_interior_ratio": _median([d.get("border_interior_ratio") for d in dims]),
-            },
-        }
-    return {
-        "propagation": propagation,
-        "masking": summarize_masking(cases).to_dict(),
-        "masking_cases": [c.to_dict() for c in cases if c.masked_by],
-    }
+        propagation[p] = Propagation(
+            profiles=_clean(profiles),
+            direction_changes=_clean(
+                _median([pr["n_direction_changes"] for pr in profiles.values()])
+            ),
+            worst_anchor=worst,
+            dimension_at_worst=_clean(
+                {
+                    "top_channel_share": _median([d.get("top_channel_share") for d in dims]),
+                    "border_interior_ratio": _median(
+                        [d.get("border_interior_ratio") for d in dims]
+                    ),
+                }
+            ),
+        )
+    return Characterization(
+        propagation=propagation,
+        masking=_clean(summarize_masking(cases).to_dict()),
+        masking_cases=_clean([c.to_dict() for c in cases if c.masked_by]),
+    )
 
 
-def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None) -> dict[str, Any]:
-    """Analyse a run directory (finished or interrupted) and return its summary."""
+def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None) -> Summary:
+    """Analyse a run directory (finished or interrupted): write the deviations table and
+    return the typed summary (``summary.to_dict()`` is what the run store writes).
+    """
     params = params or OracleParams()
     run_dir = Path(run_dir)
-    options = read_json(run_dir / "run.json")
-    export = read_json(run_dir / "model.json")
-    input_ids = read_json(run_dir / "inputs.json")["ids"]
-    sources = read_json(run_dir / "inputs.json").get("sources", {})
+    store = RunStore.open(run_dir)
+    options = store.read_settings()
+    export = store.read_export()
+    input_ids = store.read_input_ids()
+    sources = store.read_input_sources()
     anchors = [a["key"] for a in export["anchors"]]
-    records, names = _participants(run_dir)
+    records, names = _participants(store)
     ev = collect(run_dir, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say)
     verdicts: list[Verdict] = []
     for anchor in anchors:
@@ -232,7 +259,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         _verdict_row(v, ev.introduced.get((v.participant, v.input_id), {}).get(v.anchor))
         for v in verdicts
     ]
-    _write_parquet(run_dir / "deviations.parquet", rows)
+    store.write_deviations(rows)
     baselines = _baselines(ev)
     judged_names = sorted({v.participant for v in verdicts}, key=names.index)
     noise = {
@@ -261,63 +288,60 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     }
     for record in records:
         record["observer"] = observer_summary(ev.observer.get(record["participant"], {}))
-    summary = {
-        "model": {
-            "name": options["model"],
-            "granularity": options["granularity"],
-            "weights": options.get("weights") or f"seeded (seed {options['seed']})",
-            "input_shape": export["input_shape"],
-            "opset": export["opset"],
-        },
-        "options": options,
-        "inputs": [{"id": i, "source": sources.get(i, "")} for i in input_ids],
-        "reference": {"fp64": REFERENCE64, "fp32": REFERENCE32},
-        "participants": records,
-        "anchors": [
-            {k: a[k] for k in ("key", "anchor", "module", "group", "shape")}
+    return Summary(
+        model=ModelInfo(
+            name=options["model"],
+            granularity=options["granularity"],
+            weights=options.get("weights") or f"seeded (seed {options['seed']})",
+            input_shape=tuple(export["input_shape"]),
+            opset=export["opset"],
+        ),
+        options=_clean(options),
+        inputs=tuple(InputRecord(i, sources.get(i, "")) for i in input_ids),
+        reference={"fp64": REFERENCE64, "fp32": REFERENCE32},
+        participants=tuple(ParticipantRecord.from_dict(_clean(r)) for r in records),
+        anchors=tuple(
+            Anchor(a["key"], a["anchor"], a["module"], a["group"], _shape(a["shape"]))
             for a in export["anchors"]
-        ],
-        "pairwise": len(judged_names) == 2,
-        "oracle": {
-            "primary_metric": params.primary_metric,
-            "outlier_k": params.outlier_k,
-            "noise_factor": params.noise_factor,
-            "mad_floor_rel": params.mad_floor_rel,
+        ),
+        pairwise=len(judged_names) == 2,
+        oracle=OracleSettings(
+            params.primary_metric, params.outlier_k, params.noise_factor, params.mad_floor_rel
+        ),
+        noise_floor={
+            a: NoiseFloor(_clean(_median(list(v.values()))), _clean(v)) for a, v in noise.items()
         },
-        "noise_floor": {
-            a: {"median": _median(list(v.values())), "per_input": v} for a, v in noise.items()
-        },
-        "deviation": {"vs_consensus": heatmap, "vs_fp64": vs64},
-        "findings": [
-            {
-                "participant": v.participant,
-                "anchor": v.anchor,
-                "input": v.input_id,
-                "metrics": v.statistics(),
-                "corroborating": list(v.corroborating),
-            }
+        deviation=Deviation(_clean(heatmap), _clean(vs64)),
+        findings=tuple(
+            Finding(
+                v.participant,
+                v.anchor,
+                v.input_id,
+                _clean(v.statistics()),
+                tuple(v.corroborating),
+            )
             for v in verdicts
             if v.finding
-        ],
-        "localization": _localization(anchors, verdicts, ev, judged_names, input_ids),
-        "characterization": _characterization(
-            anchors, verdicts, ev, judged_names, input_ids, baselines
         ),
-        "baselines": {
-            b: {
-                p: {"passed": e["passed"], "failed_inputs": e["failed_inputs"]}
-                for p, e in per.items()
-            }
+        localization=_localization(anchors, verdicts, ev, judged_names, input_ids),
+        characterization=_characterization(
+            anchors, verdicts, ev, judged_names, input_ids, baselines, params.primary_metric
+        ),
+        baselines={
+            b: {p: BaselineVerdict(e["passed"], tuple(e["failed_inputs"])) for p, e in per.items()}
             for b, per in baselines.items()
         },
-        "baseline_details": baselines,
-        "alignment": ev.alignment,
-        "unaligned": ev.unaligned,
-    }
-    return _clean(summary)
+        baseline_details=_clean(baselines),
+        alignment=_clean(ev.alignment),
+        unaligned=_clean(ev.unaligned),
+    )
+
+
+def _shape(shape: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if shape is None else tuple(int(d) for d in shape)
 
 
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(analyse(Path(sys.argv[1]), say=print), indent=1)[:5000])
+    print(json.dumps(analyse(Path(sys.argv[1]), say=print).to_dict(), indent=1)[:5000])

@@ -16,9 +16,9 @@ import numpy as np
 
 from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
-from anpred.execution.layout import capture_done, participant_dir, read_json
 from anpred.localization.dimension import dimension_profile, elementwise_error
 from anpred.localization.stage_error import relative_l2
+from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
 
 Say = Callable[[str], None]
 
@@ -34,24 +34,6 @@ class RunEvidence:
     alignment: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     unaligned: list[dict[str, str]] = field(default_factory=list)
     observer: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-class _Captures:
-    """Lazy access to one participant's capture of one input."""
-
-    def __init__(self, folder: Path, input_id: str, kind: str = "capture") -> None:
-        self.meta = read_json(folder / f"{input_id}.{kind}.json")
-        self.data = np.load(folder / f"{input_id}.{kind}.npz")
-
-    def layout(self, key: str) -> str | None:
-        return self.meta.get("layouts", {}).get(key)
-
-    def close(self) -> None:
-        self.data.close()
-
-
-def _open(folder: Path, input_id: str, kind: str) -> _Captures | None:
-    return _Captures(folder, input_id, kind) if capture_done(folder, input_id, kind) else None
 
 
 def _dimension_record(x: np.ndarray, ref: np.ndarray) -> dict[str, Any] | None:
@@ -79,27 +61,28 @@ def collect(
 ) -> RunEvidence:
     """Align and assess every (anchor, input); gather stage-isolation and dimension data."""
     result = RunEvidence(evidence={a: [] for a in anchors})
-    ref_folder = participant_dir(run_dir, reference64)
+    store = RunStore(run_dir)
+    ref_folder = store.participant(reference64)
     for index, input_id in enumerate(input_ids):
         say(f"  analyse input {index + 1}/{len(input_ids)}: {input_id}")
-        ref = _open(ref_folder, input_id, "capture")
+        ref = ref_folder.open_capture(input_id, CAPTURE)
         if ref is None:
             result.unaligned.append({"input": input_id, "reason": "no fp64 reference capture"})
             continue
-        opened = {p: _open(participant_dir(run_dir, p), input_id, "capture") for p in participants}
-        isolated = {
-            p: _open(participant_dir(run_dir, p), input_id, "isolated") for p in participants
+        opened: dict[str, CaptureFile | None] = {
+            p: store.participant(p).open_capture(input_id, CAPTURE) for p in participants
         }
+        isolated = {p: store.participant(p).open_capture(input_id, ISOLATED) for p in participants}
         present = {p: c for p, c in opened.items() if c is not None}
         for p, c in present.items():
             result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
         try:
             for anchor in anchors:
-                fp64 = ref.data[anchor].astype(np.float64)
+                fp64 = ref[anchor].astype(np.float64)
                 aligned: dict[str, np.ndarray] = {}
                 for p, c in present.items():
                     try:
-                        a = align(c.data[anchor], fp64.shape, c.layout(anchor), reference=fp64)
+                        a = align(c[anchor], fp64.shape, c.layout(anchor), reference=fp64)
                     except AlignmentError as err:
                         result.unaligned.append(
                             {
@@ -117,7 +100,7 @@ def collect(
                         result.dimension[(p, anchor, input_id)] = dim
                     iso = isolated.get(p)
                     if iso is not None:
-                        xi = align(iso.data[anchor], fp64.shape, iso.layout(anchor)).values
+                        xi = align(iso[anchor], fp64.shape, iso.layout(anchor)).values
                         result.introduced.setdefault((p, input_id), {})[anchor] = relative_l2(
                             xi, fp64
                         )

@@ -1,50 +1,71 @@
-"""``python -m anpred.pipeline.prepare REQUEST.json``: prepare the anchored model in a worker.
+"""``python -m anpred.pipeline.prepare JOB.json``: the export job, in its own process.
 
-A zoo model is exported with torch; a user's ONNX file gets its anchors added.
-
-Prints the export as JSON on its last stdout line. Errors an anpred user can act on are
-printed as ``ANPRED-ERROR: <message>`` and exit with code 2.
+A zoo model is exported with torch (cached); a user's ONNX file gets its anchors added.
+The job runs like a participant's worker (:mod:`anpred.execution.pool` starts it, with a
+timeout): it keeps its ``status`` record in the job's folder up to date (state, step), and
+finishes with ``state: ok`` and the export record under ``export``, or ``state: error`` and
+the message -- ``usage_error`` when an anpred user can act on it (exit code 2).
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
+import traceback
 import warnings
+from pathlib import Path
+from typing import Any
 
 from anpred.errors import AnpredError
+from anpred.store import ParticipantStore, Status, Step
+
+
+def _export(request: dict[str, Any]) -> dict[str, Any]:
+    """Run the export the request names; return its record."""
+    if request.get("onnx"):
+        from anpred.pipeline.user_onnx import anchored_user_export
+
+        export = anchored_user_export(
+            Path(request["onnx"]), Path(request["folder"]), request.get("anchors") or ()
+        )
+        return export.to_dict()
+    from anpred.interchange.export import export_zoo_model
+
+    export = export_zoo_model(
+        request["model"],
+        request.get("granularity", "stage"),
+        request.get("weights"),
+        int(request.get("seed", 0)),
+        request.get("anchors") or (),
+        input_size=request.get("input_size"),
+    )
+    return export.to_dict()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Export the requested model (cached) and print the export record."""
+    """Export the requested model (cached) and record the export in the job's status."""
     args = sys.argv[1:] if argv is None else argv
-    request = json.loads(open(args[0]).read())
+    request = ParticipantStore.load_job(Path(args[0]))
+    folder = ParticipantStore(Path(request["out"])).create()
+    status: dict[str, Any] = {"state": Status.RUNNING, "step": Step.LOAD, "pid": os.getpid()}
+    folder.write_status(status)
     warnings.simplefilter("ignore")
     try:
-        if request.get("onnx"):
-            from pathlib import Path
-
-            from anpred.pipeline.user_onnx import anchored_user_export
-
-            export = anchored_user_export(
-                Path(request["onnx"]), Path(request["folder"]), request.get("anchors") or ()
-            )
-            print(json.dumps(export.to_dict()), flush=True)
-            return 0
-        from anpred.interchange.export import export_zoo_model
-
-        export = export_zoo_model(
-            request["model"],
-            request.get("granularity", "stage"),
-            request.get("weights"),
-            int(request.get("seed", 0)),
-            request.get("anchors") or (),
-            input_size=request.get("input_size"),
+        status["step"] = Step.EXPORT
+        folder.write_status(status)
+        record = _export(request)
+    except Exception as err:  # recorded for the parent, which reports it in one line
+        usage = isinstance(err, AnpredError)
+        status.update(
+            state=Status.ERROR,
+            message=str(err) if usage else f"{err.__class__.__name__}: {err}"[:2000],
+            error_type=err.__class__.__name__,
+            usage_error=usage,
+            traceback=traceback.format_exc()[-4000:],
         )
-    except AnpredError as err:
-        print(f"ANPRED-ERROR: {err}", flush=True)
-        return 2
-    print(json.dumps(export.to_dict()), flush=True)
+        folder.write_status(status)
+        return 2 if usage else 1
+    folder.write_status({**status, "state": Status.OK, "step": Step.DONE, "export": record})
     return 0
 
 

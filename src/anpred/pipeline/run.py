@@ -6,22 +6,24 @@ Every step writes to the run directory as it finishes, so an interrupted run res
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from anpred.errors import UsageError
-from anpred.execution.layout import participant_dir, read_json, write_json
-from anpred.execution.pool import WorkerResult, run_workers, worker_env
+from anpred.errors import JobFailedError, UsageError
+from anpred.execution.pool import (
+    DEFAULT_EXPORT_TIMEOUT,
+    WorkerResult,
+    run_job,
+    run_workers,
+    worker_env,
+)
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import (
     REFERENCE32,
@@ -31,6 +33,8 @@ from anpred.participants import (
     parse_participants,
 )
 from anpred.pipeline.options import RunOptions
+from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
+from anpred.store.summary import Summary
 
 Say = Callable[[str], None]
 
@@ -40,7 +44,7 @@ class RunOutcome:
     """What ``anpred run`` hands to the CLI."""
 
     run_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     exit_code: int
 
 
@@ -54,27 +58,18 @@ def check_out_dir(out: Path, options: RunOptions) -> bool:
     Raises:
         UsageError: Not writable, or it holds a run with other settings.
     """
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise UsageError(
-            f"output directory {str(out)!r} is not writable ({err.strerror})"
-        ) from None
-    settings = out / "run.json"
-    if settings.exists():
-        previous = read_json(settings)
-        if previous != options.to_dict():
+    store = RunStore(out)
+    store.ensure_writable()
+    if store.is_run():
+        if RunStore.open(out).read_settings() != options.to_dict():
             raise UsageError(
                 f"{str(out)!r} holds a run with other settings; "
                 "use another --out, or the same settings to resume it"
             )
         return True
-    if any(out.iterdir()):
+    if not store.is_empty():
         raise UsageError(f"{str(out)!r} is not empty and holds no anpred run; use another --out")
-    write_json(settings, options.to_dict())
+    RunStore.create(out, options.to_dict())
     return False
 
 
@@ -90,14 +85,13 @@ def prepare_inputs(
     preprocessing: str | None,
     size: int | None,
 ) -> list[str]:
-    """Gather and preprocess the inputs into ``inputs.npz``; return input ids in order."""
+    """Gather and preprocess the inputs into the run store; return input ids in order."""
     from anpred.inputs.images import gather_images
     from anpred.inputs.preprocess import letterbox, preprocess
 
-    path = run_dir / "inputs.npz"
-    meta = run_dir / "inputs.json"
-    if path.exists() and meta.exists():
-        return read_json(meta)["ids"]
+    store = RunStore(run_dir)
+    if store.has_inputs():
+        return store.read_input_ids()
     images = gather_images(
         None if options.image_paths else options.images,
         options.image_paths,
@@ -116,22 +110,40 @@ def prepare_inputs(
             else:
                 rng = np.random.default_rng([options.seed, len(arrays)])
                 arrays[image.id] = rng.standard_normal(shape).astype(np.float32)
-    np.savez(path, **arrays)
-    write_json(meta, {"ids": list(arrays), "sources": {i.id: i.source for i in images}})
+    store.write_inputs(arrays, {i.id: i.source for i in images})
     return list(arrays)
 
 
-def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport:
-    """The anchored export: cached zoo export (torch worker) or the user's ONNX file."""
-    record = run_dir / "model.json"
-    if record.exists():
-        return AnchoredExport.from_dict(read_json(record))
+#: Module that runs the export job (``python -m anpred.pipeline.prepare JOB``).
+EXPORT_MODULE = "anpred.pipeline.prepare"
+
+
+def export_model(
+    options: RunOptions, run_dir: Path, say: Say, timeout: float = DEFAULT_EXPORT_TIMEOUT
+) -> AnchoredExport:
+    """The anchored export: cached zoo export (torch worker) or the user's ONNX file.
+
+    It runs as a job of the run store (:func:`run_export`); a finished export is read back.
+
+    Args:
+        options: The run's settings.
+        run_dir: The run directory.
+        say: Progress printer.
+        timeout: Seconds the export job may take.
+
+    Raises:
+        UsageError: The user's input cannot be exported (unknown anchor, bad weights, ...).
+        JobFailedError: The export crashed, failed or timed out.
+    """
+    store = RunStore(run_dir)
+    if store.has_export():
+        return AnchoredExport.from_dict(store.read_export())
     request: dict[str, Any] = {"anchors": list(options.anchors)}
     if is_onnx_path(options.model):
         request.update(
             {
                 "onnx": str(Path(options.model).resolve()),
-                "folder": str((run_dir / "model").resolve()),
+                "folder": str(store.model_dir.resolve()),
             }
         )
     else:
@@ -145,50 +157,69 @@ def export_model(options: RunOptions, run_dir: Path, say: Say) -> AnchoredExport
                 "input_size": options.input_size,
             }
         )
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(request, handle)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "anpred.pipeline.prepare", handle.name],
-            capture_output=True,
-            text=True,
-            env=worker_env(2),
-        )
-    finally:
-        os.unlink(handle.name)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode == 2 and lines and lines[-1].startswith("ANPRED-ERROR: "):
-        raise UsageError(lines[-1].removeprefix("ANPRED-ERROR: "))
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise UsageError(f"preparing {options.model} failed: {tail[0][:300]}")
-    export = AnchoredExport.from_dict(json.loads(lines[-1]))
-    write_json(record, export.to_dict())
+    export = run_export(request, store.export_job, options.model, timeout)
+    store.write_export(export.to_dict())
     return export
+
+
+def run_export(
+    request: Mapping[str, Any], folder: ParticipantStore, label: str, timeout: float
+) -> AnchoredExport:
+    """Run one export job (:mod:`anpred.pipeline.prepare`) in ``folder``; return its export.
+
+    The job's process is killed after ``timeout`` seconds; its final state (``ok``,
+    ``timeout``, ``crash``, ``error``), step and message are recorded in its status.
+
+    Args:
+        request: What to export (a zoo model, or a user's ONNX file and a folder).
+        folder: The job's folder.
+        label: The model, as error messages name it.
+        timeout: Seconds the job may take.
+
+    Raises:
+        UsageError: The user's input cannot be exported.
+        JobFailedError: The export crashed, failed or timed out.
+    """
+    result = run_job(
+        folder, {**request, "out": str(folder.folder)}, EXPORT_MODULE, timeout, worker_env(2)
+    )
+    if result.status == Status.OK:
+        return AnchoredExport.from_dict(result.record["export"])
+    folder.write_status(
+        {**result.record, "state": result.status, "step": result.step, "message": result.message}
+    )
+    if result.usage_error:
+        raise UsageError(result.message)
+    if result.status == Status.TIMEOUT:
+        raise JobFailedError(
+            f"export of {label} timed out after {timeout:g} s in step {result.step} "
+            f"(log: {folder.log_path})"
+        )
+    reason = (result.message.strip().splitlines() or ["no message"])[-1][:300]
+    raise JobFailedError(
+        f"export of {label} failed ({result.status} in step {result.step}): {reason} "
+        f"(log: {folder.log_path})"
+    )
 
 
 def finished_worker(
     run_dir: Path, participant: Participant, n_inputs: int, isolation: bool
 ) -> WorkerResult | None:
     """The result of a participant that already finished in ``run_dir`` (resume), or ``None``."""
-    folder = participant_dir(run_dir, participant.name)
-    status = folder / "status.json"
-    if not status.exists():
+    folder = RunStore(run_dir).participant(participant.name)
+    if not folder.has_status():
         return None
-    data = read_json(status)
-    done = len(list(folder.glob("*.capture.json")))
-    iso = len(list(folder.glob("*.isolated.json")))
-    if (
-        data.get("state") not in ("ok", "non-finite")
-        or done < n_inputs
-        or (isolation and iso < n_inputs)
-    ):
+    data = folder.read_status()
+    state = Status.parse(data.get("state"))
+    done = len(folder.finished_inputs())
+    iso = len(folder.finished_inputs(ISOLATED))
+    if not state.finished or done < n_inputs or (isolation and iso < n_inputs):
         return None
     return WorkerResult(
         participant.name,
         participant.library,
-        data["state"],
-        "done",
+        state,
+        Step.DONE,
         "",
         data.get("version", ""),
         data.get("settings", {}),
@@ -241,16 +272,29 @@ def resume_workers(
 
 
 def model_job(
-    export: AnchoredExport, model: str, weights: str | None, seed: int, inputs: Path
+    export: AnchoredExport,
+    model: str,
+    weights: str | None,
+    seed: int,
+    inputs: Path,
+    transforms: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The job fields every worker of a run shares: what to run, on which inputs."""
+    """The job fields every worker of a run shares: what to run, on which inputs, and the
+    transforms planned for some participants (see :mod:`anpred.pipeline.transforms`).
+    """
     from anpred.backends.base import ModelJob
+    from anpred.execution.transform import TRANSFORMS_KEY
 
     zoo = None if is_onnx_path(model) else model
-    return {
+    job: dict[str, Any] = {
         "model": ModelJob(export, zoo, weights, seed).to_dict(),
         "inputs": str(inputs),
     }
+    if transforms:
+        job[TRANSFORMS_KEY] = {
+            name: [dict(r) for r in records] for name, records in transforms.items()
+        }
+    return job
 
 
 def execute(
@@ -265,12 +309,18 @@ def execute(
     timeout: float | None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
-    job = model_job(export, options.model, options.weights, options.seed, run_dir / "inputs.npz")
+    store = RunStore(run_dir)
+    from anpred.pipeline.transforms import plan_transforms
+
+    transforms = plan_transforms(options.extra, export, run_dir)
+    job = model_job(
+        export, options.model, options.weights, options.seed, store.inputs_path, transforms
+    )
     results: dict[str, WorkerResult] = {}
     reference = parse_participant(REFERENCE64)
     for group, source in (
         ([reference], None),
-        (participants, participant_dir(run_dir, REFERENCE64)),
+        (participants, store.participant(REFERENCE64).folder),
     ):
         results.update(
             resume_workers(
@@ -296,10 +346,14 @@ def run(
     threads: int = 1,
     parallel: int = 2,
     timeout: float | None = None,
+    export_timeout: float = DEFAULT_EXPORT_TIMEOUT,
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
+
+    Raises:
+        JobFailedError: The model export crashed, failed or took over ``export_timeout`` s.
     """
     started = time.perf_counter()
     participants = parse_participants(list(options.libs))
@@ -328,19 +382,18 @@ def run(
         f"anpred run {options.model}: {len(participants)} participants + fp64 reference"
         + (" (resuming)" if resumed else "")
     )
-    export = export_model(options, out, say)
+    export = export_model(options, out, say, export_timeout)
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
     results = execute(
         options, out, participants, export, input_ids, say, threads, parallel, timeout
     )
-    write_json(out / "participants.json", {k: v.to_dict() for k, v in results.items()})
+    RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
     from anpred.pipeline.analyse import analyse
 
     say("analyse: align, consensus, oracle, localization, baselines")
-    summary = analyse(out, say=say)
-    summary["wall_seconds"] = round(time.perf_counter() - started, 2)
-    write_json(out / "summary.json", summary)
+    summary = replace(analyse(out, say=say), wall_seconds=round(time.perf_counter() - started, 2))
+    RunStore(out).write_summary(summary.to_dict())
     from anpred.report.html import write_report
 
     write_report(out, summary)
@@ -351,5 +404,5 @@ def run(
             f"{failed[0].participant}: {failed[0].message.split(': ', 1)[-1]} "
             f"(results of the others are in {out})"
         )
-    findings = bool(summary.get("findings"))
+    findings = bool(summary.findings)
     return RunOutcome(out, summary, 3 if failed else 1 if findings else 0)

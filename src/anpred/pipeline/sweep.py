@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
-from anpred.execution.layout import write_json
 from anpred.localization.sweep import sweep_by_anchor
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.run import run
+from anpred.store import SweepStore
+from anpred.store.summary import Summary
 
 Say = Callable[[str], None]
 
@@ -31,23 +32,22 @@ def sweep(
         raise UsageError("sweep needs a zoo model (an ONNX file has a fixed input size)")
     if len(sizes) < 2:
         raise UsageError("--sizes needs at least two sizes, e.g. 320,480,640")
-    out.mkdir(parents=True, exist_ok=True)
-    per_size: dict[int, dict[str, Any]] = {}
+    store = SweepStore(out)
+    store.root.mkdir(parents=True, exist_ok=True)
+    per_size: dict[int, Summary] = {}
     for size in sizes:
         say(f"== input size {size}")
         outcome = run(
-            replace(options, input_size=size), out / f"size-{size}", say=say, **run_kwargs
+            replace(options, input_size=size), store.size_run(size), say=say, **run_kwargs
         )
         per_size[size] = outcome.summary
     first = per_size[sizes[0]]
-    anchors = [a["key"] for a in first.get("anchors", [])]
+    anchors = first.anchor_keys
     result: dict[str, Any] = {"model": options.model, "sizes": list(sizes), "participants": {}}
-    for participant in first.get("deviation", {}).get("vs_fp64", {}):
+    for participant in first.deviation.vs_fp64:
         errors: dict[str, list[float]] = {}
         for anchor in anchors:
-            values = [
-                per_size[s]["deviation"]["vs_fp64"].get(participant, {}).get(anchor) for s in sizes
-            ]
+            values = [per_size[s].deviation.vs_fp64.get(participant, {}).get(anchor) for s in sizes]
             if all(v is not None for v in values):
                 errors[anchor] = values
         fits = sweep_by_anchor(list(sizes), errors)
@@ -55,7 +55,7 @@ def sweep(
             "errors": errors,
             "fits": {a: f.to_dict() for a, f in fits.items()},
         }
-    write_json(out / "sweep.json", result)
+    store.write_result(result)
     return result
 
 

@@ -34,7 +34,8 @@ def load_onnx(path: Path) -> onnx.ModelProto:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as err:
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+        # the checker spreads one message over lines ("... of node:\n name: X ..."): join
+        first = " ".join(str(err).split())[:300]
         raise UsageError(f"{str(path)!r} is not a valid ONNX model: {first}") from None
     if not model.graph.node:
         raise UsageError(f"{str(path)!r} has an empty graph")

@@ -1,4 +1,4 @@
-"""The self-contained HTML report of a run: ``run_dir/report.html`` plus ``run_dir/plots/``.
+"""The self-contained HTML report of a run, and its plot PNGs, in the run directory.
 
 The page needs nothing but itself: the plots are embedded as base64 PNG data URIs, the CSS
 is inline, there is no script and no external URL, so it opens offline and can be mailed.
@@ -9,7 +9,7 @@ data say so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,8 @@ from anpred.report.sections import (
     propagation_section,
     verdict_section,
 )
-
-REPORT_NAME = "report.html"
-PLOT_FOLDER = "plots"
+from anpred.store.layout import PLOTS_FOLDER, RunStore
+from anpred.store.summary import Summary
 
 _CSS = """
 :root { --fg: #1d2433; --muted: #6b7280; --line: #e3e6eb; --bg: #ffffff; --panel: #f7f8fa;
@@ -99,7 +98,7 @@ def _sections(view: RunSummary, plots: RenderedPlots) -> list[tuple[str, str, Ca
     ]
 
 
-def render_html(summary: dict[str, Any], plots: RenderedPlots | None = None) -> str:
+def render_html(summary: Summary | Mapping[str, Any], plots: RenderedPlots | None = None) -> str:
     """Return the report page for ``summary``.
 
     Args:
@@ -130,24 +129,24 @@ def render_html(summary: dict[str, Any], plots: RenderedPlots | None = None) -> 
         f'<div class="sub">{esc(subtitle)}</div></header>'
         f"<nav>{nav}</nav><main>{body}</main>"
         f"<footer>Written by anpred on {esc(stamp)}. Self-contained: plots are embedded; the "
-        f"PNG files are also in {esc(PLOT_FOLDER)}/.</footer></body></html>\n"
+        f"PNG files are also in {esc(PLOTS_FOLDER)}/.</footer></body></html>\n"
     )
 
 
-def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
-    """Write ``run_dir/report.html`` and the plot PNGs into ``run_dir/plots/``.
+def write_report(run_dir: Path, summary: Summary | Mapping[str, Any]) -> Path:
+    """Write the report page and the plot PNGs into the run directory.
 
     Args:
         run_dir: The run directory (created if missing).
         summary: The run's summary as written to ``summary.json`` (possibly partial).
 
     Returns:
-        The path of ``report.html``.
+        The path of the report page.
     """
-    run_dir = Path(run_dir)
+    store = RunStore(run_dir)
     view = RunSummary(summary)
     plots = render_plots(view)
-    folder = run_dir / PLOT_FOLDER
+    folder = store.plots_dir
     folder.mkdir(parents=True, exist_ok=True)
     for name in PLOTS:
         target = folder / f"{name}.png"
@@ -155,6 +154,6 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
             target.write_bytes(plots.images[name])
         else:
             target.unlink(missing_ok=True)  # a plot of an earlier rendering, now without data
-    path = run_dir / REPORT_NAME
+    path = store.report_path
     path.write_text(render_html(summary, plots), encoding="utf-8")
     return path

@@ -10,6 +10,7 @@ from typing import Any
 
 from anpred.report.markup import Markup, badge, esc, join, mapping_text, note, number, table, tag
 from anpred.report.run_summary import RunSummary, as_float
+from anpred.store.outcome import FINISHED_STATES
 
 
 def _observer_cell(observer: dict[str, Any]) -> Markup:
@@ -81,7 +82,7 @@ def problems_section(view: RunSummary) -> Markup:
                            [[r.name, badge(r.status, "fail"), r.step or "-",
                              tag("pre", r.message or "-")] for r in failed]))
     others = [r for r in view.participants
-              if not r.failed and r.status not in ("ok", "non-finite")]
+              if not r.failed and r.status not in FINISHED_STATES]
     if others:
         parts.append(note("Participants with an unfinished or unknown state: "
                           + ", ".join(f"{r.name} ({r.status})" for r in others), "warn"))

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-FAILED_STATES = ("crash", "timeout", "error")
-"""Worker states that mean the participant produced no usable result."""
+from anpred.store.outcome import FAILED_STATES
+from anpred.store.summary import Summary
 
 BASELINE_SHORT_NAMES = {
     "polygraphy_allclose": "allclose",
@@ -116,15 +116,21 @@ class ParticipantRecord:
 
 
 class RunSummary:
-    """Tolerant accessors over a ``summary.json`` dict.
+    """Tolerant accessors over a run's summary, for the renderers.
+
+    The pipeline hands the renderers the typed :class:`~anpred.store.summary.Summary`
+    (``typed``); ``anpred report`` and tests may also hand them raw ``summary.json`` content
+    that is partial or foreign (an interrupted run, an older layout), which must still
+    render -- so the accessors read its JSON form and never raise.
 
     Args:
-        summary: The summary as :func:`anpred.pipeline.analyse.analyse` returns it, possibly
-            partial; anything that is not a mapping is treated as empty.
+        summary: A :class:`~anpred.store.summary.Summary`, or ``summary.json`` content,
+            possibly partial; anything else is treated as empty.
     """
 
-    def __init__(self, summary: Any) -> None:
-        self.raw = as_dict(summary)
+    def __init__(self, summary: Summary | Any) -> None:
+        self.typed = summary if isinstance(summary, Summary) else None
+        self.raw = summary.to_dict() if isinstance(summary, Summary) else as_dict(summary)
 
     def section(self, key: str) -> dict[str, Any]:
         """Return a top-level mapping entry (``{}`` when missing or not a mapping)."""

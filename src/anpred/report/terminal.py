@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,6 +21,8 @@ from anpred.report.run_summary import (
     RunSummary,
     short_baseline_name,
 )
+from anpred.store import RunStore, Status
+from anpred.store.summary import Summary
 
 _RESET = "\033[0m"
 _COLOURS = {"red": "\033[31m", "green": "\033[32m", "yellow": "\033[33m", "bold": "\033[1m"}
@@ -141,7 +143,8 @@ def _participant_rows(view: RunSummary) -> tuple[list[str], list[list[str]], lis
         row = [record.name, _status(record), record.short_version or "-",
                view.emergence(record.name) or "-", view.top_stage(record.name) or "-",
                str(n) if judged or n else "-"]
-        colour = ["", "red" if record.failed else "green" if record.status == "ok" else "yellow",
+        ok = record.status == Status.OK
+        colour = ["", "red" if record.failed else "green" if ok else "yellow",
                   "", "", "", "red" if n else ""]
         for baseline in baselines:
             passed, failed = view.baseline_verdict(baseline, record.name)
@@ -162,13 +165,13 @@ def _participant_rows(view: RunSummary) -> tuple[list[str], list[list[str]], lis
     return header, rows, colours
 
 
-def render_summary(summary: dict[str, Any], run_dir: Path, colour: bool = False,
+def render_summary(summary: Summary | Mapping[str, Any], run_dir: Path, colour: bool = False,
                    width: int = 100) -> str:
     """Return the terminal summary as text.
 
     Args:
         summary: The run's summary (possibly partial).
-        run_dir: The run directory (the report is ``run_dir/report.html``).
+        run_dir: The run directory (the footer names its HTML report).
         colour: Whether to add ANSI colour codes.
         width: Width of the rule lines.
 
@@ -206,18 +209,18 @@ def render_summary(summary: dict[str, Any], run_dir: Path, colour: bool = False,
         lines.append(f"note: {len(unaligned)} item(s) could not be aligned or compared "
                      "(see the report).")
     wall = view.wall_seconds
-    footer = f"report: {Path(run_dir) / 'report.html'}"
+    footer = f"report: {RunStore(run_dir).report_path}"
     lines.append("")
     lines.append(_rule(footer + (f" in {wall:.1f}s" if wall is not None else ""), width, style))
     return "\n".join(lines) + "\n"
 
 
-def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
+def print_summary(summary: Summary | Mapping[str, Any], run_dir: Path) -> None:
     """Print the terminal summary of a run to stdout.
 
     Args:
         summary: The run's summary as written to ``summary.json`` (possibly partial).
-        run_dir: The run directory holding ``report.html``.
+        run_dir: The run directory holding the HTML report.
     """
     stream = sys.stdout
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)

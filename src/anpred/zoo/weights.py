@@ -11,8 +11,9 @@ branch has the RMS of its block's input, as branches and residual stream have in
 networks.
 
 Checkpoints are loaded safely: ``torch.load(weights_only=True)``; an ultralytics
-checkpoint (a dict holding a pickled model) is accepted only when every class it needs
-comes from ``torch`` or ``ultralytics``, which are then allow-listed for that load.
+checkpoint (a dict holding a pickled model) is accepted only when every global it needs
+is a module or container *class* from ``torch`` or ``ultralytics``, which are then
+allow-listed for that load (never a function: the unpickler would call it).
 """
 
 from __future__ import annotations
@@ -177,20 +178,46 @@ def _safe_load(path: Path) -> Any:
             raise WeightsError(
                 f"{str(path)!r} is not a torch checkpoint ({first_error.__class__.__name__})"
             ) from None
-        foreign = [
-            g for g in needed if g.split(".")[0] not in ("torch", "ultralytics", "collections")
-        ]
+        allowed = {g: _allowed_class(g) for g in needed}
+        foreign = [g for g, cls in allowed.items() if cls is None]
         if foreign:
             raise WeightsError(
                 f"{str(path)!r} needs objects anpred will not unpickle ({', '.join(foreign[:3])}); "
                 "save a plain state_dict with torch.save(model.state_dict(), path)"
             ) from None
-        allowed = [_resolve(g) for g in needed]
-        with safe_globals([a for a in allowed if a is not None]):
+        with safe_globals([cls for cls in allowed.values() if cls is not None]):
             try:
                 return torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as err:
-                raise WeightsError(f"cannot load {str(path)!r} safely: {err}") from None
+            except Exception as err:  # torch's messages span many lines: keep one
+                reason = " ".join(str(err).split())[:300] or err.__class__.__name__
+                raise WeightsError(f"cannot load {str(path)!r} safely: {reason}") from None
+
+
+#: Packages whose classes an ultralytics checkpoint may name (a pickled model).
+_TRUSTED_PACKAGES = ("torch", "ultralytics", "collections")
+
+
+def _allowed_class(qualified: str) -> Any:
+    """The class a checkpoint names, when anpred may let the unpickler build it; else ``None``.
+
+    Only *classes* from :data:`_TRUSTED_PACKAGES` that are modules or plain containers
+    (what a pickled ultralytics model holds) qualify. Functions never do, even from torch:
+    the unpickler calls a global with arguments from the file, and ``torch.save``,
+    ``torch.hub.load`` or ``torch.utils.cpp_extension.load_inline`` called that way write
+    files or run code.
+    """
+    import types
+
+    import torch
+
+    if qualified.split(".")[0] not in _TRUSTED_PACKAGES:
+        return None
+    obj = _resolve(qualified)
+    if not isinstance(obj, type) or obj.__module__.split(".")[0] not in _TRUSTED_PACKAGES:
+        return None
+    if issubclass(obj, torch.nn.Module | dict | types.SimpleNamespace):
+        return obj
+    return None
 
 
 def _resolve(qualified: str) -> Any:

@@ -1,0 +1,167 @@
+"""Faults as transforms: planned in the main process, applied around any runner.
+
+A fault reaches its participant's worker as one of two transforms
+(:mod:`anpred.execution.transform`), both carrying the planned fault's record (the ground
+truth the worker writes into its status record):
+
+* :class:`FaultyGraphs`: the export's anchored and plain graphs rewritten here, before the
+  worker starts (:func:`~anpred.inject.onnx_rewrite.rewrite_model`), into a folder of the
+  participant; the job's export points at them. For libraries that load the ONNX file
+  (onnxruntime, OpenVINO) and for attribute faults everywhere;
+* :class:`FaultNodeHooks`: per-node hooks (:class:`~anpred.inject.hooks.FaultHooks`), built
+  in the worker from the plan so that the fault computes with the library's own
+  operators inside its traced/compiled function. For libraries run through anpred's
+  translators.
+
+Importing this module imports no DL library.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from anpred.execution.transform import TRANSFORMS_KEY, Transform, register_transform
+from anpred.inject.onnx_rewrite import rewrite_model
+from anpred.inject.participants import faulty_name, parse_faults
+from anpred.inject.plan import PlannedFault, plan_fault
+from anpred.inject.spec import FaultSpec, Target, fault_kind
+from anpred.interchange.export import AnchoredExport
+from anpred.participants import parse_participant
+
+if TYPE_CHECKING:
+    from anpred.backends.base import ModelJob, NodeHooks
+
+#: Key of the planned fault in a fault transform's record.
+FAULT_KEY = "fault"
+#: Libraries whose graph transformations remove ``Cast`` pairs: their bfloat16/float16
+#: round trips are emulated in float arithmetic (see :mod:`anpred.inject.onnx_rewrite`).
+CASTS_REMOVED = frozenset({"openvino"})
+
+
+@register_transform
+class FaultyGraphs(Transform):
+    """A fault applied by rewritten graphs: the job's export points at ``folder``.
+
+    Args:
+        planned: The fault and the nodes it hits.
+        folder: Export folder holding the rewritten anchored and plain graphs.
+    """
+
+    kind = "fault-graphs"
+
+    def __init__(self, planned: PlannedFault, folder: Path) -> None:
+        self.planned = planned
+        self.folder = Path(folder)
+
+    def params(self) -> dict[str, Any]:
+        return {FAULT_KEY: self.planned.record(), "folder": str(self.folder)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> FaultyGraphs:
+        return cls(PlannedFault.from_record(params[FAULT_KEY]), Path(params["folder"]))
+
+    def model(self, job: ModelJob) -> ModelJob:
+        return replace(job, export=replace(job.export, folder=self.folder))
+
+
+@register_transform
+class FaultNodeHooks(Transform):
+    """A fault applied by per-node hooks, computed with the library's own operators."""
+
+    kind = "fault-hooks"
+
+    def __init__(self, planned: PlannedFault) -> None:
+        self.planned = planned
+
+    def params(self) -> dict[str, Any]:
+        return {FAULT_KEY: self.planned.record()}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> FaultNodeHooks:
+        return cls(PlannedFault.from_record(params[FAULT_KEY]))
+
+    def node_hooks(self, library: str) -> NodeHooks:
+        from anpred.backends.base import NodeHooks
+        from anpred.inject.hooks import FaultHooks
+        from anpred.inject.math import library_math
+
+        hooks = FaultHooks(self.planned.spec, self.planned.nodes, library_math(library))
+        return NodeHooks(pre=hooks.pre, post=hooks.post)
+
+
+def _runs_translators(library: str) -> bool:
+    """Whether ``library`` executes a faulted ONNX graph through anpred's translators
+    (torch does for ONNX files; for zoo models :func:`apply_faults` refuses it).
+    """
+    from anpred.library import Loads, get_library
+
+    return get_library(library).loads in (Loads.TRANSLATED_ONNX, Loads.NATIVE_MODULE)
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    onnx.save(model, str(tmp))
+    os.replace(tmp, path)
+
+
+def fault_transform(
+    library: str, spec: FaultSpec, export: AnchoredExport, folder: Path
+) -> Transform:
+    """Plan ``spec`` for a participant of ``library``; rewrite graphs into ``folder`` if needed.
+
+    Raises:
+        UsageError: Invalid fault, unknown stage, or no node matches.
+    """
+    anchored = onnx.load(str(export.anchored_path))
+    planned = plan_fault(spec, export, anchored)
+    if fault_kind(spec.kind).target is not Target.ATTRIBUTE and _runs_translators(library):
+        return FaultNodeHooks(planned)
+    rewritten = replace(export, folder=Path(folder))
+    rewritten.folder.mkdir(parents=True, exist_ok=True)
+    for model, path in (
+        (anchored, rewritten.anchored_path),
+        (onnx.load(str(export.plain_path)), rewritten.plain_path),
+    ):
+        faulty = rewrite_model(
+            model, spec, planned.nodes, emulate_casts=library in CASTS_REMOVED, library=library
+        )
+        _save(faulty, path)
+    return FaultyGraphs(planned, rewritten.folder)
+
+
+def fault_transforms(
+    faults: Mapping[str, Mapping[str, Any]],
+    export: AnchoredExport,
+    folder_of: Callable[[str], Path],
+) -> dict[str, list[dict[str, Any]]]:
+    """Every faulty participant's transform records (``RunOptions.extra["faults"]``).
+
+    Args:
+        faults: Participant spec → fault dict.
+        export: The run's anchored export.
+        folder_of: Participant name → the folder its rewritten graphs go to.
+
+    Returns:
+        Faulty participant name (``onnxruntime!bf16@s2``) → ``[record]``.
+    """
+    records = {}
+    for name, spec in parse_faults(faults).items():
+        faulty = faulty_name(name, spec)
+        library = parse_participant(name).library
+        transform = fault_transform(library, spec, export, folder_of(faulty))
+        records[faulty] = [transform.record()]
+    return records
+
+
+def recorded_fault(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The planned fault a worker's status record says it applied, or ``None``."""
+    for record in status.get(TRANSFORMS_KEY) or []:
+        if FAULT_KEY in record:
+            return dict(record[FAULT_KEY])
+    return None

@@ -1,0 +1,166 @@
+"""One job's folder in a run directory: a participant's captures, or the export job.
+
+Part of the run store (see :mod:`anpred.store.layout`): the only code that knows the file
+names and formats inside such a folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from anpred.store.files import CaptureFile, read_json, write_arrays, write_json
+
+#: Capture kinds: the participant's own anchors, and stage isolation's recomputed ones.
+CAPTURE = "capture"
+ISOLATED = "isolated"
+
+_JOB = "job.json"
+_STATUS = "status.json"
+_LOG = "worker.log"
+
+
+def safe_name(participant: str) -> str:
+    """Folder name of a participant (``torch[fp64]`` → ``torch_fp64``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", participant).strip("_")
+
+
+@dataclass(frozen=True)
+class ParticipantStore:
+    """One job's folder: its job file, status, log and, for a participant, its captures.
+
+    Per input, a capture is ``<input>.<kind>.npz`` (arrays) plus ``<input>.<kind>.json``
+    (layouts, observer record, non-finite anchors); the ``.json`` is written last, so its
+    presence marks the input done.
+
+    Args:
+        folder: The folder (``captures/<safe name>`` for a participant).
+    """
+
+    folder: Path
+
+    def create(self) -> ParticipantStore:
+        """Create the folder (and its parents); return ``self``."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def job_path(self) -> Path:
+        """The job file a worker process is started with."""
+        return self.folder / _JOB
+
+    @property
+    def log_path(self) -> Path:
+        """The worker's stdout/stderr."""
+        return self.folder / _LOG
+
+    def write_job(self, job: Mapping[str, Any]) -> Path:
+        """Write the job file; return its path."""
+        write_json(self.job_path, dict(job))
+        return self.job_path
+
+    def read_job(self) -> dict[str, Any]:
+        """Read the job file."""
+        return self.load_job(self.job_path)
+
+    @staticmethod
+    def load_job(path: Path) -> dict[str, Any]:
+        """Read a job file given by path (a worker process's argument)."""
+        return read_json(path)
+
+    def open_log(self) -> IO[bytes]:
+        """Open the worker log for appending (the caller closes it)."""
+        return open(self.log_path, "ab")  # noqa: SIM115 - the caller closes it
+
+    def has_status(self) -> bool:
+        """Whether the job's worker wrote a status."""
+        return (self.folder / _STATUS).exists()
+
+    def read_status(self) -> dict[str, Any]:
+        """The job's status record (``{}`` when none was written)."""
+        path = self.folder / _STATUS
+        return read_json(path) if path.exists() else {}
+
+    def write_status(self, status: Mapping[str, Any]) -> None:
+        """Replace the status record."""
+        write_json(self.folder / _STATUS, dict(status))
+
+    def copy_status_from(self, source: ParticipantStore) -> None:
+        """Copy ``source``'s status record here (if it has one)."""
+        if source.has_status():
+            shutil.copy(source.folder / _STATUS, self.folder / _STATUS)
+
+    def arrays_path(self, input_id: str, kind: str = CAPTURE) -> Path:
+        """The ``.npz`` of one capture."""
+        return self.folder / f"{input_id}.{kind}.npz"
+
+    def _meta_path(self, input_id: str, kind: str) -> Path:
+        return self.folder / f"{input_id}.{kind}.json"
+
+    def capture_done(self, input_id: str, kind: str = CAPTURE) -> bool:
+        """Whether a capture of ``kind`` is complete on disk."""
+        return self._meta_path(input_id, kind).exists()
+
+    def write_capture(
+        self,
+        input_id: str,
+        arrays: dict[str, np.ndarray],
+        meta: Mapping[str, Any],
+        kind: str = CAPTURE,
+    ) -> None:
+        """Write one capture: arrays first, then the record that marks it done."""
+        write_arrays(self.arrays_path(input_id, kind), arrays)
+        write_json(self._meta_path(input_id, kind), dict(meta))
+
+    def read_capture_meta(self, input_id: str, kind: str = CAPTURE) -> dict[str, Any]:
+        """The record of one capture (layouts, observer record, non-finite anchors)."""
+        return read_json(self._meta_path(input_id, kind))
+
+    def open_capture(self, input_id: str, kind: str = CAPTURE) -> CaptureFile | None:
+        """Open one capture lazily (``None`` when it is not done)."""
+        if not self.capture_done(input_id, kind):
+            return None
+        return CaptureFile(self.arrays_path(input_id, kind), self._meta_path(input_id, kind))
+
+    def load_capture(self, input_id: str, kind: str = CAPTURE) -> dict[str, np.ndarray]:
+        """Read every array of one capture.
+
+        Raises:
+            FileNotFoundError: The capture is not done.
+        """
+        capture = self.open_capture(input_id, kind)
+        if capture is None:
+            raise FileNotFoundError(f"no {kind} of {input_id!r} in {self.folder}")
+        with capture:
+            return capture.arrays()
+
+    def finished_inputs(self, kind: str = CAPTURE) -> list[str]:
+        """Ids of the inputs whose capture of ``kind`` is done, sorted."""
+        suffix = f".{kind}.json"
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.name[: -len(suffix)] for p in self.folder.glob(f"*{suffix}"))
+
+    def array_files(self) -> list[Path]:
+        """Every ``.npz`` in the folder, sorted."""
+        return sorted(self.folder.glob("*.npz"))
+
+    def link_capture_from(
+        self, source: ParticipantStore, source_id: str, input_id: str, kind: str = CAPTURE
+    ) -> bool:
+        """Make ``source``'s capture of ``source_id`` this folder's capture of ``input_id``.
+
+        The arrays are linked, the record copied. Returns whether the source had it.
+        """
+        if not source.capture_done(source_id, kind):
+            return False
+        os.symlink(source.arrays_path(source_id, kind), self.arrays_path(input_id, kind))
+        shutil.copy(source._meta_path(source_id, kind), self._meta_path(input_id, kind))
+        return True

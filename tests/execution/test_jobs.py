@@ -1,0 +1,63 @@
+"""Jobs in worker processes: a hung job ends at its timeout with its state and step recorded."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from anpred.errors import JobFailedError
+from anpred.execution.pool import run_job, worker_env
+from anpred.pipeline import run as run_module
+from anpred.pipeline.options import RunOptions
+from anpred.store import ParticipantStore, RunStore, Status, Step
+
+HERE = Path(__file__).resolve().parent
+#: Seconds a job may run in these tests: long enough for a loaded machine to start Python
+#: and import anpred.store (measured ~0.3 s here), short enough to keep the test fast.
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def helper_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``hung_job`` importable in child processes (worker_env copies os.environ)."""
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    monkeypatch.setenv("PYTHONPATH", path)
+
+
+def test_a_hung_job_is_killed_at_its_timeout(tmp_path: Path, helper_on_path: None) -> None:
+    folder = ParticipantStore(tmp_path / "job")
+    started = time.monotonic()
+    result = run_job(folder, {"out": str(folder.folder)}, "hung_job", TIMEOUT, worker_env(1))
+    assert time.monotonic() - started < TIMEOUT + 10
+    assert result.status == Status.TIMEOUT and result.step == Step.EXPORT
+    assert result.returncode is not None and result.returncode < 0  # killed, not left running
+    assert folder.job_path.exists() and folder.log_path.exists()
+
+
+def test_a_crashed_job_is_a_crash(tmp_path: Path, helper_on_path: None) -> None:
+    folder = ParticipantStore(tmp_path / "job")
+    job = {"out": str(folder.folder), "crash": True}
+    result = run_job(folder, job, "hung_job", 60, worker_env(1))
+    assert result.status == Status.CRASH and result.step == Step.EXPORT
+    assert "signal 9" in result.message
+
+
+def test_a_hung_export_fails_the_run_in_one_line(
+    tmp_path: Path, helper_on_path: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_module, "EXPORT_MODULE", "hung_job")
+    options = RunOptions(model="yolov8n")
+    started = time.monotonic()
+    with pytest.raises(JobFailedError) as err:
+        run_module.export_model(options, tmp_path, lambda _m: None, timeout=TIMEOUT)
+    assert time.monotonic() - started < TIMEOUT + 10
+    message = str(err.value)
+    assert message.startswith(f"export of yolov8n timed out after {TIMEOUT:g} s in step export")
+    assert "\n" not in message and err.value.exit_code == 3
+    store = RunStore(tmp_path)
+    recorded = store.export_job.read_status()
+    assert recorded["state"] == "timeout" and recorded["step"] == "export"
+    assert not store.has_export()

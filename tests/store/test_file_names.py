@@ -1,0 +1,83 @@
+"""Run-directory file names are spelled only in the run store (``anpred.store``).
+
+The scan is a grep over string literals: every string constant in the code (f-string parts
+included) of ``src/anpred`` outside ``store/`` and of ``benchmarks/``. Docstrings may name
+files for the reader; code must ask the store for paths.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STORE = ROOT / "src" / "anpred" / "store"
+
+#: Every file and folder name of a run directory, an eval folder and a sweep folder
+#: (docs/run-directory.md).
+NAMES = re.compile(
+    r"(^|[/\\])("
+    r"(store|run|model|inputs|job|status|participants|summary|ground_truth|grid|sweep)\.json"
+    r"|inputs\.npz|worker\.log|deviations\.parquet|report\.html|eval\.md|faults\.csv"
+    r")$"
+    r"|\.(capture|isolated)\.(npz|json)$|^\.(capture|isolated)\.|(^|/)(captures|plots)/"
+)
+#: Folder names, found when a literal is exactly the name (``run_dir / "captures"``).
+FOLDERS = {"captures", "plots"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """Ids of the constant nodes that are docstrings."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def literals_naming_run_files(path: Path) -> list[str]:
+    """``path:line: literal`` for every string literal that names a run-directory file."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _docstrings(tree)
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            words = [w.strip(",;:()'\"`") for w in node.value.split()]
+            if node.value.strip("/") in FOLDERS or any(NAMES.search(w) for w in words):
+                where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                hits.append((node.lineno, f"{where}: {node.value!r}"))
+    return [text for _, text in sorted(hits)]
+
+
+def _sources() -> list[Path]:
+    files = sorted((ROOT / "src" / "anpred").rglob("*.py")) + sorted(
+        (ROOT / "benchmarks").rglob("*.py")
+    )
+    return [f for f in files if STORE not in f.parents]
+
+
+def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""Docstrings may say run.json."""\n'
+        'a = run_dir / "status.json"\n'
+        'b = f"{input_id}.capture.npz"\n'
+        'c = run_dir / "captures" / name\n'
+        'd = "see plots/ and eval.md"\n'
+        'e = "a model.json-free string: run.jsonl, status"\n'
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        hits = literals_naming_run_files(sample)
+    finally:
+        ROOT = saved
+    assert [h.split(":")[1] for h in hits] == ["2", "3", "4", "5"], hits
+
+
+def test_no_run_directory_file_name_outside_the_store() -> None:
+    hits = [hit for path in _sources() for hit in literals_naming_run_files(path)]
+    assert not hits, "run-directory file names outside anpred.store:\n" + "\n".join(hits)
