@@ -20,8 +20,9 @@ import numpy as np
 from anpred.execution.transform import Infer, Transform, register_transform
 
 #: What the participant does during execution: ``crash`` (SIGKILL), ``hang``, ``error``
-#: (an exception), ``nan`` (a non-finite final output).
-SYMPTOMS = ("crash", "hang", "error", "nan")
+#: (an exception), ``nan`` (a non-finite final output), ``hog`` (allocates memory, 64 MB at
+#: a time, up to 6 GB, as a library gone wrong would).
+SYMPTOMS = ("crash", "hang", "error", "nan", "hog")
 
 
 @register_transform
@@ -62,6 +63,12 @@ class Symptom(Transform):
                 time.sleep(10_000)
             if self.symptom == "error":
                 raise RuntimeError("injected test error")
+            if self.symptom == "hog":
+                hoard = []
+                for _ in range(96):
+                    hoard.append(np.ones(8 * 2**20))  # 64 MB, touched
+                    time.sleep(0.02)
+                raise RuntimeError(f"allocated {len(hoard) * 64} MB and was not stopped")
             capture = infer(feed)
             if self.symptom == "nan":
                 capture.arrays["output"] = np.full_like(capture.arrays["output"], np.nan)

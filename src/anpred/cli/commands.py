@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from anpred.errors import UsageError
 
@@ -104,6 +104,17 @@ def cmd_libs(args: argparse.Namespace) -> int:
     return 0
 
 
+def max_memory(text: str | None) -> int | None | Literal["default"]:
+    """``--max-memory``: bytes, ``None`` for ``none``, ``"default"`` when not given."""
+    if text is None:
+        return "default"
+    if text.strip().lower() == "none":
+        return None
+    from anpred.pipeline.budget import parse_size
+
+    return parse_size(text)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an anchor-level analysis."""
     from anpred.pipeline.run import run
@@ -117,6 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         timeout=args.timeout,
         export_timeout=args.export_timeout,
+        max_memory=max_memory(args.max_memory),
     )
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
@@ -162,6 +174,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         timeout=args.timeout,
         export_timeout=args.export_timeout,
+        max_memory=max_memory(args.max_memory),
     )
     print(sweep_table(result))
     print(f"sweep: {SweepStore(out).result_path}")
@@ -370,6 +383,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="seconds per worker before it counts as hung (default 900 + 120/input)",
+    )
+    where.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        default=None,
+        help="memory budget, e.g. 8G (default: 80%% of the memory available now; 'none': "
+        "no budget); a run estimated above it is refused, a worker above it is stopped",
     )
     where.add_argument(
         "--export-timeout",

@@ -65,6 +65,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     """Inject a fault into one participant, run the analysis, write ``ground_truth.json``."""
     import onnx
 
+    from anpred.cli.commands import max_memory
     from anpred.evaluation.scoring import score_injection
     from anpred.inject.ground_truth import injection_record
     from anpred.inject.participants import apply_faults, faulty_name
@@ -111,6 +112,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         timeout=args.timeout,
         export_timeout=args.export_timeout,
+        max_memory=max_memory(args.max_memory),
     )
     store = RunStore(out)
     workers = store.read_participants()

@@ -158,7 +158,8 @@ class _Job:
         if self.timed_out:
             state, message = Status.TIMEOUT, "no result before the timeout"
         elif code is not None and code < 0:
-            state, message = Status.CRASH, f"worker killed by signal {-code}"
+            state = Status.CRASH
+            message = record.get("killed_for") or f"worker killed by signal {-code}"
         elif code not in (0, None):
             state = Status.ERROR
             message = record.get("message", f"worker exited with code {code}")

@@ -14,6 +14,7 @@ hooks, or a wrapper around its inference; their records go into its status recor
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from anpred.errors import AnpredError
+from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.transform import TRANSFORMS_KEY, Transforms
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 
@@ -63,6 +65,18 @@ class Worker:
         """Merge ``fields`` into ``status.json``."""
         self.status.update(fields)
         self.store.write_status(self.status)
+
+    def out_of_memory(self, used: int, limit: int) -> None:
+        """Record that this worker went over its memory limit, and die (watchdog thread)."""
+        from anpred.pipeline.budget import format_size
+
+        try:
+            self.update(
+                killed_for=f"out of memory: used {format_size(used)}, over the worker limit "
+                f"of {format_size(limit)} (--max-memory)"
+            )
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def run(self) -> int:
         """Run the job; return the process exit code."""
@@ -150,7 +164,10 @@ class Worker:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m anpred.execution.worker JOB.json``."""
     args = sys.argv[1:] if argv is None else argv
-    return Worker(Path(args[0])).run()
+    die_with_parent()
+    worker = Worker(Path(args[0]))
+    start_watchdog(worker.out_of_memory)
+    return worker.run()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the message -- ``usage_error`` when an anpred user can act on it (exit code 2).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import AnpredError
+from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.store import ParticipantStore, Status, Step
 
 
@@ -49,6 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     folder = ParticipantStore(Path(request["out"])).create()
     status: dict[str, Any] = {"state": Status.RUNNING, "step": Step.LOAD, "pid": os.getpid()}
     folder.write_status(status)
+    die_with_parent()
+
+    def out_of_memory(used: int, limit: int) -> None:
+        from anpred.pipeline.budget import format_size
+
+        try:
+            folder.write_status(
+                {**status, "killed_for": f"out of memory: used {format_size(used)}, over the "
+                 f"limit of {format_size(limit)} (--max-memory)"}
+            )
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    start_watchdog(out_of_memory)
     warnings.simplefilter("ignore")
     try:
         status["step"] = Step.EXPORT

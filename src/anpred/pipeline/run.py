@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from anpred.errors import JobFailedError, UsageError
+from anpred.execution.memory import limit_env
 from anpred.execution.pool import (
     DEFAULT_EXPORT_TIMEOUT,
     WorkerResult,
@@ -32,6 +33,7 @@ from anpred.participants import (
     parse_participant,
     parse_participants,
 )
+from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
 from anpred.pipeline.options import RunOptions
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
 from anpred.store.summary import Summary
@@ -119,7 +121,11 @@ EXPORT_MODULE = "anpred.pipeline.prepare"
 
 
 def export_model(
-    options: RunOptions, run_dir: Path, say: Say, timeout: float = DEFAULT_EXPORT_TIMEOUT
+    options: RunOptions,
+    run_dir: Path,
+    say: Say,
+    timeout: float = DEFAULT_EXPORT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
 ) -> AnchoredExport:
     """The anchored export: cached zoo export (torch worker) or the user's ONNX file.
 
@@ -130,6 +136,7 @@ def export_model(
         run_dir: The run directory.
         say: Progress printer.
         timeout: Seconds the export job may take.
+        env: Extra environment variables of the export job.
 
     Raises:
         UsageError: The user's input cannot be exported (unknown anchor, bad weights, ...).
@@ -157,13 +164,17 @@ def export_model(
                 "input_size": options.input_size,
             }
         )
-    export = run_export(request, store.export_job, options.model, timeout)
+    export = run_export(request, store.export_job, options.model, timeout, env)
     store.write_export(export.to_dict())
     return export
 
 
 def run_export(
-    request: Mapping[str, Any], folder: ParticipantStore, label: str, timeout: float
+    request: Mapping[str, Any],
+    folder: ParticipantStore,
+    label: str,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
 ) -> AnchoredExport:
     """Run one export job (:mod:`anpred.pipeline.prepare`) in ``folder``; return its export.
 
@@ -175,13 +186,14 @@ def run_export(
         folder: The job's folder.
         label: The model, as error messages name it.
         timeout: Seconds the job may take.
+        env: Extra environment variables of the job (e.g. its memory limit).
 
     Raises:
         UsageError: The user's input cannot be exported.
         JobFailedError: The export crashed, failed or timed out.
     """
     result = run_job(
-        folder, {**request, "out": str(folder.folder)}, EXPORT_MODULE, timeout, worker_env(2)
+        folder, {**request, "out": str(folder.folder)}, EXPORT_MODULE, timeout, worker_env(2, env)
     )
     if result.status == Status.OK:
         return AnchoredExport.from_dict(result.record["export"])
@@ -239,8 +251,12 @@ def resume_workers(
     parallel: int,
     isolation_source: Path | None,
     timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, WorkerResult]:
-    """Run the participants that have not finished in ``run_dir`` yet; reuse the others."""
+    """Run the participants that have not finished in ``run_dir`` yet; reuse the others.
+
+    ``env`` holds extra environment variables of every worker (e.g. its memory limit).
+    """
 
     def progress(name: str, message: str) -> None:
         say(f"  [{name}] {message}")
@@ -266,6 +282,7 @@ def resume_workers(
                 isolation_source=isolation_source,
                 timeout=timeout,
                 progress=progress,
+                env=env,
             )
         )
     return results
@@ -307,6 +324,7 @@ def execute(
     threads: int,
     parallel: int,
     timeout: float | None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
     store = RunStore(run_dir)
@@ -333,6 +351,7 @@ def execute(
                 parallel,
                 source if options.isolation else None,
                 timeout,
+                env,
             )
         )
     order = [REFERENCE64, *(p.name for p in participants)]
@@ -347,8 +366,14 @@ def run(
     parallel: int = 2,
     timeout: float | None = None,
     export_timeout: float = DEFAULT_EXPORT_TIMEOUT,
+    max_memory: int | None | Literal["default"] = "default",
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
+
+    ``max_memory`` is the memory budget in bytes (``"default"``: 80 % of the memory
+    available now; ``None``: no budget). A run estimated above it is refused before
+    anything large is allocated, and every worker is stopped, as a recorded crash of its
+    participant, when it alone goes over it (:mod:`anpred.pipeline.budget`).
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -382,11 +407,25 @@ def run(
         f"anpred run {options.model}: {len(participants)} participants + fp64 reference"
         + (" (resuming)" if resumed else "")
     )
-    export = export_model(options, out, say, export_timeout)
+    budget = default_budget() if max_memory == "default" else max_memory
+    limits = limit_env(budget)
+    export = export_model(options, out, say, export_timeout, limits)
+    check_budget(
+        estimate_memory(
+            export.input_shape,
+            [a.shape for a in export.anchors],
+            (len(options.image_paths) or options.images) + options.synthetic,
+            len(participants),
+            parallel,
+            export.anchored_path.stat().st_size if export.anchored_path.exists() else 0,
+        ),
+        budget,
+        f"{options.model} with input {'x'.join(map(str, export.input_shape))}",
+    )
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
     results = execute(
-        options, out, participants, export, input_ids, say, threads, parallel, timeout
+        options, out, participants, export, input_ids, say, threads, parallel, timeout, limits
     )
     RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
     from anpred.pipeline.analyse import analyse
