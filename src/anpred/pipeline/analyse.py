@@ -67,6 +67,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def weights_label(options: Mapping[str, Any]) -> str:
+    """Where the model's weights came from, as the terminal, report and ground truth say it."""
+    from anpred.pipeline.run import is_onnx_path
+
+    if options.get("weights"):
+        return str(options["weights"])
+    if is_onnx_path(str(options["model"])):
+        return "from the ONNX file"
+    return f"seeded (seed {options['seed']})"
+
+
 def _participants(store: RunStore) -> tuple[list[dict[str, Any]], list[str]]:
     records, names = [], []
     for name, result in store.read_participants().items():
@@ -292,7 +303,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         model=ModelInfo(
             name=options["model"],
             granularity=options["granularity"],
-            weights=options.get("weights") or f"seeded (seed {options['seed']})",
+            weights=weights_label(options),
             input_shape=tuple(export["input_shape"]),
             opset=export["opset"],
         ),
@@ -334,6 +345,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         baseline_details=_clean(baselines),
         alignment=_clean(ev.alignment),
         unaligned=_clean(ev.unaligned),
+        machine=store.read_machine(),
     )
 
 

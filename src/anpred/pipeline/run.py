@@ -328,7 +328,10 @@ def execute(
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
     store = RunStore(run_dir)
+    from anpred.machine import describe_machine
     from anpred.pipeline.transforms import plan_transforms
+
+    store.write_machine(describe_machine())
 
     transforms = plan_transforms(options.extra, export, run_dir)
     job = model_job(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from anpred.report.markup import Markup, badge, esc, join, mapping_text, note, number, table, tag
-from anpred.report.run_summary import RunSummary, as_float
+from anpred.report.run_summary import RunSummary, as_float, as_list
 from anpred.store.outcome import FINISHED_STATES
 
 
@@ -69,7 +69,20 @@ def libraries_section(view: RunSummary) -> Markup:
                      mapping_text(record.settings), mapping_text(timings)])
     if not rows:
         return note("No participant records in this summary.", "muted")
-    return table(["participant", "library", "version", "status", "settings", "timings"], rows)
+    parts: list[Any] = [
+        table(["participant", "library", "version", "status", "settings", "timings"], rows)
+    ]
+    machine = view.section("machine")
+    if machine:
+        parts.append(note(
+            f"Machine: {machine.get('cpu', '?')} ({machine.get('arch', '?')}, "
+            f"{machine.get('cores', '?')} cores); numeric features: "
+            f"{', '.join(map(str, as_list(machine.get('features')))) or 'none detected'}; "
+            f"bf16 arithmetic {'yes' if machine.get('bf16_arithmetic') else 'no'}, "
+            f"fp16 arithmetic {'yes' if machine.get('fp16_arithmetic') else 'no'}. "
+            "Libraries choose kernels by these: results of reduced-precision configurations "
+            "depend on them.", "muted"))
+    return join(parts)
 
 
 def problems_section(view: RunSummary) -> Markup:

@@ -41,6 +41,7 @@ _EXPORT_JOB = "export"
 _PARTICIPANTS = "participants.json"
 _DEVIATIONS = "deviations.parquet"
 _SUMMARY = "summary.json"
+_MACHINE = "machine.json"
 _REPORT = "report.html"
 #: Folder of the report's plot PNGs, inside the run directory (the report's footer names it).
 PLOTS_FOLDER = "plots"
@@ -271,9 +272,11 @@ class RunStore:
         write_json(self.root / _PARTICIPANTS, dict(results))
 
     def copy_records_from(self, base: RunStore) -> None:
-        """Copy ``base``'s export and participants records here."""
+        """Copy ``base``'s export, participants and machine records here."""
         for name in (_EXPORT, _PARTICIPANTS):
             shutil.copy(base.root / name, self.root / name)
+        if (base.root / _MACHINE).exists():
+            shutil.copy(base.root / _MACHINE, self.root / _MACHINE)
 
     # -- results ---------------------------------------------------------------------------
 
@@ -299,6 +302,15 @@ class RunStore:
         if not self.deviations_path.exists():
             return []
         return pq.read_table(self.deviations_path).to_pylist()
+
+    def write_machine(self, record: Mapping[str, Any]) -> None:
+        """Record the machine the workers run on (the last one, when a run is resumed)."""
+        write_json(self.root / _MACHINE, dict(record))
+
+    def read_machine(self) -> dict[str, Any] | None:
+        """The machine record, or ``None`` for runs recorded before it existed."""
+        path = self.root / _MACHINE
+        return read_json(path) if path.exists() else None
 
     @property
     def summary_path(self) -> Path:

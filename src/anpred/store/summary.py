@@ -64,6 +64,9 @@ class Summary:
     alignment: dict[str, dict[str, list[str]]]
     unaligned: list[Json]
     wall_seconds: float | None = None
+    #: The machine the workers ran on (:func:`anpred.machine.describe_machine`); ``None``
+    #: for runs recorded before it was stored.
+    machine: Json | None = None
 
     @property
     def anchor_keys(self) -> list[str]:
@@ -118,6 +121,8 @@ class Summary:
         }
         if self.wall_seconds is not None:
             data["wall_seconds"] = self.wall_seconds
+        if self.machine is not None:
+            data["machine"] = self.machine
         return data
 
     @classmethod
@@ -204,4 +209,5 @@ def _read(f: Fields) -> Summary:
         alignment=f.need("alignment", dict),
         unaligned=f.need("unaligned", list),
         wall_seconds=f.get("wall_seconds", None, (int, float)),
+        machine=f.get("machine", None, dict),
     )
