@@ -59,6 +59,9 @@ def test_run_user_onnx_end_to_end(tiny_onnx, tmp_path) -> None:
     observer = {p["participant"]: p["observer"] for p in s["participants"]}
     assert observer["torch"]["identical"] and observer["onnxruntime"]["identical"]
     assert observer["jax"]["inputs"] == 2 and observer["jax"]["max_abs_diff"] < 1e-5
+    from anpred.machine import describe_machine
+
+    assert s["machine"] == describe_machine()  # where the numbers came from, recorded
     assert (out / "report.html").exists()
     assert "torch" in proc.stdout and "onnxruntime" in proc.stdout
     again = anpred("report", str(out))
