@@ -5,9 +5,12 @@ the fp32 reference and five participants whose captures differ from it by fp32-s
 noise, plus the fp64 reference. "Aligned anchor data" counts the participants' aligned
 float64 captures (6 x 8 bytes per element); the fp64 reference is read but not counted.
 Generating the captures is not timed. Alignment (a float32 NHWC capture to NCHW float64)
-is timed separately. Run::
+is timed separately. ``--generic`` times the same data through the generic per-metric
+path as well (each metric on its own through the registry, as before the one-pass kernel
+of :mod:`anpred.analysis.onepass`) and prints the ratio of the two, measured in one run.
+Run::
 
-    python benchmarks/bench_analysis.py [--inputs 3]
+    python benchmarks/bench_analysis.py [--inputs 3] [--generic]
 """
 
 from __future__ import annotations
@@ -22,8 +25,13 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from anpred.analysis import align, assess, judge_anchor  # noqa: E402
-from anpred.analysis.metrics import get_metric, metric_names  # noqa: E402
+from anpred.analysis import align, assess, judge_anchor, onepass, oracle  # noqa: E402
+from anpred.analysis.metrics import (  # noqa: E402
+    channel_moment_difference,
+    channel_moments,
+    get_metric,
+    metric_names,
+)
 
 ANCHOR_SHAPES = {
     "model.0": (1, 16, 320, 320),
@@ -47,17 +55,14 @@ def synthetic_captures(shape: tuple[int, ...], seed: int):
     return captures, fp64
 
 
-def main() -> None:
-    """Run the benchmark and print the throughput."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=int, default=3, help="inputs per anchor")
-    args = parser.parse_args()
+def time_assess(inputs: int) -> tuple[float, float, float, float, dict[str, float]]:
+    """Phase 1 and 2 over every anchor: (MB, wall s of assess, of judge, CPU s, per metric)."""
     analysed_bytes = 0
     assess_seconds = judge_seconds = cpu_seconds = 0.0
     per_metric = dict.fromkeys(metric_names(), 0.0)
     for anchor, shape in ANCHOR_SHAPES.items():
         evidence = []
-        for i in range(args.inputs):
+        for i in range(inputs):
             captures, fp64 = synthetic_captures(shape, seed=i)
             start, cpu_start = time.perf_counter(), time.process_time()
             evidence.append(assess(anchor, str(i), captures, captures["torch"], fp64))
@@ -73,8 +78,47 @@ def main() -> None:
         judge_anchor(evidence)
         judge_seconds += time.perf_counter() - start
         cpu_seconds += time.process_time() - cpu_start
+    return analysed_bytes / 1e6, assess_seconds, judge_seconds, cpu_seconds, per_metric
 
-    megabytes = analysed_bytes / 1e6
+
+def time_phases() -> dict[str, float]:
+    """CPU seconds of each step of the one-pass kernel, all anchors, one input."""
+    steps: dict[str, float] = {}
+
+    def timed(step, function, *args):
+        start = time.process_time()
+        result = function(*args)
+        steps[step] = steps.get(step, 0.0) + time.process_time() - start
+        return result
+
+    for shape in ANCHOR_SHAPES.values():
+        captures, fp64 = synthetic_captures(shape, seed=0)
+        narrow, exact, norms, consensus, reference_squares = timed(
+            "first pass (float32, norms, consensus)", onepass._first_pass, captures, fp64
+        )
+        tables = ({p: {} for p in captures}, {p: {} for p in captures}, {})
+        timed(
+            "rel_l2 + max_abs + max_ulp + cosine",
+            onepass._elementwise,
+            list(onepass.ELEMENTWISE), captures, narrow, norms, consensus, reference_squares,
+            fp64, *tables,
+        )  # fmt: skip
+        timed("wasserstein (sorts included)", onepass._wasserstein,
+              captures, narrow, exact, fp64, *tables)  # fmt: skip
+        timed("channel_moments", onepass._distributional, "channel_moments",
+              channel_moments, channel_moment_difference, captures, fp64, *tables)  # fmt: skip
+    return steps
+
+
+def main() -> None:
+    """Run the benchmark and print the throughput."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=3, help="inputs per anchor")
+    parser.add_argument(
+        "--generic", action="store_true", help="also time the generic per-metric path"
+    )
+    args = parser.parse_args()
+    megabytes, assess_seconds, judge_seconds, cpu_seconds, per_metric = time_assess(args.inputs)
     total = assess_seconds + judge_seconds
     print(
         f"anchors: {len(ANCHOR_SHAPES)}  participants: {len(PARTICIPANTS)}  inputs: {args.inputs}"
@@ -85,7 +129,21 @@ def main() -> None:
     )
     print(f"throughput: {megabytes / total:.1f} MB/s wall clock on one core")
     print(f"            {megabytes / cpu_seconds:.1f} MB/s per CPU second (robust to machine load)")
-    print("one metric on one pair, all anchors, one input:")
+    if args.generic:
+        oracle.measure_anchor = onepass.measure_generic  # the per-metric path
+        try:
+            _, generic_wall, _, generic_cpu, _ = time_assess(args.inputs)
+        finally:
+            oracle.measure_anchor = onepass.measure_anchor
+        print(
+            f"generic per-metric path: {megabytes / generic_cpu:.1f} MB/s per CPU second; "
+            f"one pass is {generic_cpu / cpu_seconds:.2f}x faster (CPU), "
+            f"{generic_wall / assess_seconds:.2f}x (wall, phase 1)"
+        )
+    print("one-pass kernel, all anchors, one input (CPU ms):")
+    for step, seconds in time_phases().items():
+        print(f"  {step:40s} {seconds * 1e3:7.1f}")
+    print("generic path: one metric on one pair, all anchors, one input:")
     for name, seconds in per_metric.items():
         print(f"  {name:16s} {seconds * 1e3:7.1f} ms")
 

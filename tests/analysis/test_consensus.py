@@ -56,3 +56,30 @@ def test_shapes_must_agree():
         elementwise_median([np.zeros(2), np.zeros(3)])
     with pytest.raises(ValueError, match="at least one"):
         elementwise_median([])
+
+
+@pytest.mark.parametrize("count", range(2, 10))
+def test_pruned_median_networks_select_the_middle_of_every_0_1_input(count):
+    # 0-1 principle: a comparator network that selects the middle of every 0/1 input
+    # selects it for any input
+    from itertools import product
+
+    from anpred.analysis.consensus import _comparators, median_network
+
+    middle = [count // 2] if count % 2 else [count // 2 - 1, count // 2]
+    for network in (_comparators(count), [(i, j) for i, j, *_ in median_network(count)]):
+        for bits in product((0, 1), repeat=count):
+            wires = list(bits)
+            for i, j in network:
+                wires[i], wires[j] = min(wires[i], wires[j]), max(wires[i], wires[j])
+            assert [wires[k] for k in middle] == [sorted(bits)[k] for k in middle]
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 6, 7, 8])
+def test_float32_inputs_give_the_float64_median_bitwise(count):
+    rng = np.random.default_rng(count)
+    arrays = [rng.standard_normal(70_001).astype(np.float32) for _ in range(count)]
+    expected = np.median(np.stack(arrays).astype(np.float64), axis=0)
+    got = elementwise_median(arrays)
+    assert got.dtype == np.float64
+    assert np.array_equal(got, expected)

@@ -25,9 +25,36 @@ BLOCK = 1 << 16
 """Elements per block (each of the P + 1 work buffers holds one block)."""
 
 
+OPTIMAL_NETWORKS = {
+    6: ((0, 5), (1, 3), (2, 4), (1, 2), (3, 4), (0, 3), (2, 5), (0, 1), (2, 3), (4, 5), (1, 2),
+        (3, 4)),
+}  # fmt: skip
+"""Sorting networks with the fewest comparators (Knuth, TAOCP vol. 3, 5.3.4) where they beat
+odd-even transposition; checked by the 0-1 principle in tests/analysis/test_consensus.py."""
+
+
 def _comparators(n: int) -> list[tuple[int, int]]:
-    """Odd-even transposition sorting network on ``n`` wires (n rounds, valid for any n)."""
+    """A sorting network on ``n`` wires: an optimal one, or odd-even transposition (n rounds)."""
+    if n in OPTIMAL_NETWORKS:
+        return list(OPTIMAL_NETWORKS[n])
     return [(i, i + 1) for rnd in range(n) for i in range(rnd % 2, n - 1, 2)]
+
+
+def median_network(n: int) -> list[tuple[int, int, bool, bool]]:
+    """The comparators of :func:`_comparators` that the median of ``n`` values depends on.
+
+    Returns ``(i, j, min_needed, max_needed)``: wire ``i`` receives the minimum and ``j``
+    the maximum, each only when a later comparator or the median reads it (pruned
+    backwards from the middle wire(s)); for six wires 20 of 24 min/max operations remain.
+    """
+    needed = {n // 2} if n % 2 else {n // 2 - 1, n // 2}
+    kept = []
+    for i, j in reversed(_comparators(n)):
+        low, high = i in needed, j in needed
+        if low or high:
+            kept.append((i, j, low, high))
+            needed |= {i, j}
+    return kept[::-1]
 
 
 def elementwise_median(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -57,34 +84,73 @@ def elementwise_median(arrays: Sequence[np.ndarray]) -> np.ndarray:
     if has_nan or count > SORTING_NETWORK_MAX:
         stacked = np.stack([np.asarray(a, dtype=np.float64) for a in arrays])
         return _nanmedian(stacked) if has_nan else np.median(stacked, axis=0)
-    return _network_median([np.asarray(a).reshape(-1) for a in arrays]).reshape(shape)
+    return network_median([np.asarray(a).reshape(-1) for a in arrays]).reshape(shape)
 
 
-def _network_median(flats: list[np.ndarray]) -> np.ndarray:
-    """Median of flat arrays by a sorting network, block by block."""
-    count, size = len(flats), flats[0].size
-    result = np.empty(size, dtype=np.float64)
-    buffers = [np.empty(min(size, BLOCK), dtype=np.float64) for _ in range(count + 1)]
-    comparators = _comparators(count)
-    middle = count // 2
-    for start in range(0, size, BLOCK):
-        n = min(BLOCK, size - start)
-        wires = [b[:n] for b in buffers[:count]]
-        scratch = buffers[count][:n]
-        for wire, flat in zip(wires, flats, strict=True):
-            wire[:] = flat[start : start + n]
-        for i, j in comparators:
-            np.minimum(wires[i], wires[j], out=scratch)
-            np.maximum(wires[i], wires[j], out=wires[j])
-            wires[i], scratch = scratch, wires[i]
-        out = result[start : start + n]
-        if count % 2:
+def network_median(flats: list[np.ndarray]) -> np.ndarray:
+    """Element-wise median of NaN-free flat arrays by a pruned sorting network, as float64.
+
+    Runs block by block in float32 when every array is float32, else in float64.
+    """
+    result = np.empty(flats[0].size, dtype=np.float64)
+    network = MedianNetwork(len(flats), min(flats[0].size, BLOCK), work_dtype(flats))
+    for start in range(0, result.size, BLOCK):
+        stop = min(start + BLOCK, result.size)
+        network.median([f[start:stop] for f in flats], result[start:stop])
+    return result
+
+
+def work_dtype(arrays: Sequence[np.ndarray]) -> type:
+    """float32 when every array is float32 (min/max are exact in it), else float64."""
+    return np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64
+
+
+class MedianNetwork:
+    """Element-wise median of ``count`` equally long blocks with reused buffers.
+
+    Min and max are exact in any float dtype, so the network runs in the inputs' own dtype
+    (float32 streams half the bytes of float64); the median of an even count, the mean of
+    the two middle values, is formed in float64, where it is exact for float32 inputs.
+    Inputs must be free of NaN (``np.minimum`` propagates it).
+    """
+
+    def __init__(self, count: int, size: int, dtype: type = np.float64) -> None:
+        self.count = count
+        self.network = median_network(count)
+        self.buffers = [np.empty(size, dtype=dtype) for _ in range(count + 1)]
+
+    def median(self, blocks: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+        """Write the element-wise median of ``blocks`` (each ``out.size`` long) into ``out``."""
+        n = out.size
+        pool = [b[:n] for b in self.buffers]
+        wires: list[np.ndarray] = list(blocks)  # read-only inputs until first written
+        owned = [False] * self.count
+        for i, j, low, high in self.network:
+            a, b = wires[i], wires[j]
+            lo = hi = None
+            if low:
+                lo = a if owned[i] and not high else pool.pop()
+                np.minimum(a, b, out=lo)
+            if high:
+                hi = b if owned[j] else pool.pop()
+                np.maximum(a, b, out=hi)
+            for k, new in ((i, lo), (j, hi)):
+                if new is None:  # dead wire: its buffer is free
+                    if owned[k]:
+                        pool.append(wires[k])
+                    owned[k] = False
+                elif new is not wires[k]:
+                    if owned[k]:
+                        pool.append(wires[k])
+                    wires[k], owned[k] = new, True
+        middle = self.count // 2
+        if self.count % 2:
             out[:] = wires[middle]
         else:
             with np.errstate(invalid="ignore"):  # −inf and +inf in the middle: NaN
-                np.add(wires[middle - 1], wires[middle], out=out)
+                np.add(wires[middle - 1], wires[middle], out=out, dtype=np.float64)
             out *= 0.5
-    return result
+        return out
 
 
 def _nanmedian(stacked: np.ndarray) -> np.ndarray:

@@ -404,8 +404,10 @@ def channel_moments(a: np.ndarray) -> np.ndarray:
     mean = per_channel.mean(axis=1)
     squares = np.empty(channels)
     rows = max(1, BLOCK // count)  # channels per block
+    buffer = np.empty((min(rows, channels), count))  # reused: no allocation per block
     for start in range(0, channels, rows):
-        centred = per_channel[start : start + rows] - mean[start : start + rows, None]
+        block = per_channel[start : start + rows]
+        centred = np.subtract(block, mean[start : start + rows, None], out=buffer[: len(block)])
         squares[start : start + rows] = np.einsum("ij,ij->i", centred, centred)
     return np.stack([mean, np.sqrt(squares / count)])
 

@@ -62,9 +62,9 @@ from typing import Any
 import numpy as np
 
 from anpred.analysis.alignment import AlignmentError
-from anpred.analysis.consensus import elementwise_median
 from anpred.analysis.methods import register_method
 from anpred.analysis.metrics import Metric, get_metric, metric_names, resolutions
+from anpred.analysis.onepass import measure_anchor
 from anpred.analysis.verdict import (
     PAIRWISE_CRITERIA,
     POPULATION_CRITERIA,
@@ -258,22 +258,14 @@ def assess(
     arrays = {
         p: _as_float64(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
-    consensus = elementwise_median(list(arrays.values()))
-    transformed = {p: _transformed(metrics, x) for p, x in arrays.items()}
-    fp64_transformed = _transformed(metrics, fp64)
-    consensus_transformed = {
-        m.name: elementwise_median([transformed[p][m.name] for p in arrays])
-        if m.distributional
-        else m.transform(consensus)
-        for m in metrics
-    }
+    measured = measure_anchor(metrics, arrays, fp64)  # all metrics in one blocked pass
     deviations = tuple(
         Deviation(
             participant=p,
             anchor=anchor,
             input_id=input_id,
-            metrics=_against(metrics, transformed[p], consensus_transformed),
-            vs_fp64=_against(metrics, transformed[p], fp64_transformed),
+            metrics=measured.vs_consensus[p],
+            vs_fp64=measured.vs_fp64[p],
             non_finite=_new_non_finite(x, fp64),
         )
         for p, x in arrays.items()
@@ -282,14 +274,9 @@ def assess(
         noise_floor = next(d.vs_fp64 for d in deviations if d.participant == reference_name)
     else:
         fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
-        noise_floor = _against(metrics, _transformed(metrics, fp32), fp64_transformed)
+        noise_floor = _against(metrics, _transformed(metrics, fp32), _transformed(metrics, fp64))
     return AnchorEvidence(
-        anchor,
-        input_id,
-        deviations,
-        dict(noise_floor),
-        len(arrays),
-        _against(metrics, consensus_transformed, fp64_transformed),
+        anchor, input_id, deviations, dict(noise_floor), len(arrays), measured.consensus_vs_fp64
     )
 
 

@@ -1,0 +1,400 @@
+"""Every built-in metric of one anchor in one blocked pass: the oracle's phase 1 kernel.
+
+:func:`measure_anchor` returns what :func:`anpred.analysis.oracle.assess` needs from one
+(anchor, input): every participant's metrics against the consensus and against the fp64
+reference, and the consensus's against the fp64 reference. The generic way (each metric
+on its own, see :mod:`anpred.analysis.metrics`) reads every array once per metric and
+pair (13 pairs × 4 element-wise metrics for six participants) and converts and sorts in
+float64; this module computes the same numbers with far fewer passes:
+
+* the element-wise metrics (``rel_l2``, ``max_abs``, ``max_ulp``, ``cosine``) of all
+  pairs are reduced together, block by block (:data:`BLOCK`), while a block of the
+  consensus and the fp64 reference is in cache: the difference ``x − c`` is formed once
+  for ``rel_l2`` and ``max_abs``, ``c/||c||`` and the float32 ULP keys of ``c`` once per
+  block for all participants;
+* captures that hold float32 values (every fp32 library's) are sorted as float32 (exact:
+  the same values, ~2x faster than float64), and the consensus of sorted descriptors and
+  of values is formed with float32 compare-exchanges where the inputs are float32
+  (:func:`anpred.analysis.consensus.elementwise_median` does the same for any input).
+
+**Same numbers.** Every formula is the generic one, element by element (the same
+divisions, differences and float32 roundings) and blocks of the same size
+(:data:`anpred.analysis.metrics.BLOCK`), so sums are added in the same order: on the
+benchmark's anchors every number is bitwise the generic path's. Only summation order
+inside NumPy may differ, so tests/analysis/test_onepass.py allows 1e-12 relative for sums
+and demands maxima and channel moments exactly. Norms are summed exactly as
+:func:`~anpred.analysis.metrics.l2_norm` sums them: cosine distance amplifies a one-ulp
+change of a norm to ~1e-9 relative.
+
+Arrays with a NaN or inf (their sum of squares is not finite), empty arrays and metrics
+this module does not know take the generic path, so every convention of
+:mod:`anpred.analysis.metrics` holds unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from anpred.analysis.consensus import MedianNetwork, elementwise_median, work_dtype
+from anpred.analysis.metrics import BLOCK as metrics_block
+from anpred.analysis.metrics import (
+    ZERO_NORM,
+    Metric,
+    _ratio,
+    _spread_sorted,
+    channel_moment_difference,
+    channel_moments,
+)
+from anpred.analysis.ulp_keys import UlpKeys
+
+ELEMENTWISE = ("rel_l2", "max_abs", "max_ulp", "cosine")
+"""Element-wise metrics this module computes itself."""
+
+FUSED = frozenset((*ELEMENTWISE, "wasserstein", "channel_moments"))
+"""Every metric this module computes itself; others take the generic path."""
+
+BLOCK = metrics_block
+"""Elements per block of the fused loops: :data:`anpred.analysis.metrics.BLOCK` (2**16).
+
+The same blocks as the generic metrics, so that block sums are added in the same order.
+Measured on the benchmark's anchors (element-wise loop, six participants): 2**16 took
+120 ms, 2**15 126 ms, 2**14 136 ms: with ~20 NumPy calls per participant and block the
+per-call overhead outweighs keeping every operand in L2. ``np.dot`` instead of
+``np.einsum`` is 3x faster per call but starts OpenBLAS threads above 10,000 elements,
+which took 5x longer on a loaded 2-core machine; einsum it is."""
+
+
+@dataclass(frozen=True)
+class AnchorMetrics:
+    """Phase 1 numbers of one (anchor, input).
+
+    Attributes:
+        vs_consensus: ``{participant: {metric: value}}`` against the consensus.
+        vs_fp64: ``{participant: {metric: value}}`` against the fp64 reference.
+        consensus_vs_fp64: ``{metric: value}`` of the consensus against fp64.
+    """
+
+    vs_consensus: dict[str, dict[str, float]]
+    vs_fp64: dict[str, dict[str, float]]
+    consensus_vs_fp64: dict[str, float]
+
+
+def measure_anchor(
+    metrics: Sequence[Metric], arrays: Mapping[str, np.ndarray], fp64: np.ndarray
+) -> AnchorMetrics:
+    """Every metric of every participant against the consensus and the fp64 reference.
+
+    Args:
+        metrics: Metrics to compute (registered :class:`~anpred.analysis.metrics.Metric`).
+        arrays: ``{participant: float64 capture}``, all of ``fp64``'s shape; at least one.
+        fp64: The fp64 reference (float64).
+
+    Returns:
+        The numbers, as the generic per-metric computation gives them (see module doc).
+    """
+    names = [m.name for m in metrics]
+    if fp64.size == 0 or not any(n in FUSED for n in names):
+        return measure_generic(metrics, arrays, fp64)
+    with np.errstate(all="ignore"):  # float32 overflow of huge values is a result here
+        first = _first_pass(arrays, fp64)
+    if first is None:  # a NaN or inf somewhere: the generic path keeps its conventions
+        return measure_generic(metrics, arrays, fp64)
+    consensus = first[3]
+    vs_c: dict[str, dict[str, float]] = {p: {} for p in arrays}
+    vs_f: dict[str, dict[str, float]] = {p: {} for p in arrays}
+    c_vs_f: dict[str, float] = {}
+    with np.errstate(all="ignore"):
+        _fused(names, arrays, fp64, first, vs_c, vs_f, c_vs_f)
+    others = [m for m in metrics if m.name not in FUSED]
+    if others:
+        rest = _generic(others, arrays, fp64, consensus)
+        for p in arrays:
+            vs_c[p].update(rest.vs_consensus[p])
+            vs_f[p].update(rest.vs_fp64[p])
+        c_vs_f.update(rest.consensus_vs_fp64)
+    order = {p: {n: vs_c[p][n] for n in names} for p in arrays}
+    order_f = {p: {n: vs_f[p][n] for n in names} for p in arrays}
+    return AnchorMetrics(order, order_f, {n: c_vs_f[n] for n in names})
+
+
+def _fused(
+    names: Sequence[str],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    first: _FirstPass,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """The built-in metrics among ``names``, written into the three tables."""
+    narrow, exact, norms, consensus, reference_squares = first
+    chosen = [n for n in ELEMENTWISE if n in names]
+    if chosen:
+        _elementwise(
+            chosen, arrays, narrow, norms, consensus, reference_squares, fp64, vs_c, vs_f, c_vs_f
+        )
+    if "wasserstein" in names:  # last user of ``narrow``: sorts it in place
+        _wasserstein(arrays, narrow, exact, fp64, vs_c, vs_f, c_vs_f)
+    if "channel_moments" in names:
+        _distributional(
+            "channel_moments", channel_moments, channel_moment_difference,
+            arrays, fp64, vs_c, vs_f, c_vs_f,
+        )  # fmt: skip
+
+
+def measure_generic(
+    metrics: Sequence[Metric], arrays: Mapping[str, np.ndarray], fp64: np.ndarray
+) -> AnchorMetrics:
+    """The reference computation: each metric on its own, through the registry."""
+    consensus = elementwise_median(list(arrays.values()))
+    return _generic(metrics, arrays, fp64, consensus)
+
+
+def _generic(
+    metrics: Sequence[Metric],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    consensus: np.ndarray,
+) -> AnchorMetrics:
+    transformed = {p: {m.name: m.transform(x) for m in metrics} for p, x in arrays.items()}
+    fp64_t = {m.name: m.transform(fp64) for m in metrics}
+    consensus_t = {
+        m.name: elementwise_median([transformed[p][m.name] for p in arrays])
+        if m.distributional
+        else m.transform(consensus)
+        for m in metrics
+    }
+
+    def against(tx: Mapping[str, Any], tc: Mapping[str, Any]) -> dict[str, float]:
+        return {m.name: m.compare(tx[m.name], tc[m.name]) for m in metrics}
+
+    return AnchorMetrics(
+        {p: against(transformed[p], consensus_t) for p in arrays},
+        {p: against(transformed[p], fp64_t) for p in arrays},
+        against(consensus_t, fp64_t),
+    )
+
+
+_FirstPass = tuple[
+    dict[str, np.ndarray], dict[str, bool], dict[str, float], np.ndarray, tuple[float, float]
+]
+
+
+def _first_pass(arrays: Mapping[str, np.ndarray], fp64: np.ndarray) -> _FirstPass | None:
+    """Float32 roundings, their exactness, L2 norms and the consensus, in one blocked pass.
+
+    Returns ``(narrow, exact, norms, consensus, (Σ consensus², Σ fp64²))``, or ``None``
+    when an array holds a NaN or inf (its sum of squares is not finite).
+    Norms are summed per :data:`BLOCK` block exactly as
+    :func:`~anpred.analysis.metrics.l2_norm` does (cosine amplifies a one-ulp change of a
+    norm to ~1e-9 relative). The consensus is the element-wise median (NaN-free here), in
+    float32 where every participant's block is float32-exact, else in float64.
+    """
+    flats = {p: x.reshape(-1) for p, x in arrays.items()}
+    size, count = fp64.size, len(arrays)
+    narrow = {p: np.empty(size, dtype=np.float32) for p in arrays}
+    exact = dict.fromkeys(arrays, True)
+    squares = dict.fromkeys(arrays, 0.0)
+    consensus = np.empty(size)
+    fp64_flat = fp64.reshape(-1)
+    c_squares = f_squares = 0.0
+    block = min(size, BLOCK)
+    median32 = MedianNetwork(count, block, np.float32)
+    median64 = MedianNetwork(count, block, np.float64)
+    equal = np.empty(block, dtype=bool)
+    for start in range(0, size, BLOCK):
+        stop = min(start + BLOCK, size)
+        block_exact = True
+        for p, flat in flats.items():
+            xb, nb = flat[start:stop], narrow[p][start:stop]
+            nb[:] = xb  # rounds to float32
+            squares[p] += _dot(xb, xb)
+            if exact[p] or block_exact:
+                same = bool(np.equal(nb, xb, out=equal[: stop - start]).all())
+                exact[p] &= same
+                block_exact &= same
+        if block_exact:
+            median32.median([narrow[p][start:stop] for p in arrays], consensus[start:stop])
+        else:
+            median64.median([f[start:stop] for f in flats.values()], consensus[start:stop])
+        c_squares += _dot(consensus[start:stop], consensus[start:stop])
+        f_block = fp64_flat[start:stop]
+        f_squares += _dot(f_block, f_block)
+    norms = {p: math.sqrt(v) for p, v in squares.items()}
+    references = (c_squares, f_squares)
+    if not all(math.isfinite(v) for v in (*norms.values(), *references)):
+        return None
+    return narrow, exact, norms, consensus.reshape(fp64.shape), references
+
+
+def _elementwise(
+    chosen: list[str],
+    arrays: Mapping[str, np.ndarray],
+    narrow: Mapping[str, np.ndarray],
+    norms: Mapping[str, float],
+    consensus: np.ndarray,
+    reference_squares: tuple[float, float],
+    fp64: np.ndarray,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """rel_l2, max_abs, max_ulp and cosine of every pair, block by block."""
+    ulp, cos = "max_ulp" in chosen, "cosine" in chosen
+    flats = {p: x.reshape(-1) for p, x in arrays.items()}
+    c_flat, f_flat = consensus.reshape(-1), fp64.reshape(-1)
+    ref_squares = reference_squares  # Σc², Σf² summed as l2_norm sums them
+    nc, nf = math.sqrt(ref_squares[0]), math.sqrt(ref_squares[1])  # = l2_norm of each
+    rows = [*arrays, None]  # participants, then the consensus (against fp64 only)
+    row_norm = {**norms, None: nc}
+    # accumulators: [row][0 = vs consensus, 1 = vs fp64]
+    squares = {r: [0.0, 0.0] for r in rows}
+    largest = {r: [0.0, 0.0] for r in rows}
+    ulps = {r: [0, 0] for r in rows}
+    cosines = {r: [0.0, 0.0] for r in rows}
+    size = c_flat.size
+    b = min(size, BLOCK)
+    diff, scaled, scratch = (np.empty(b) for _ in range(3))
+    kx, kc, kf = (np.empty(b, dtype=np.int32) for _ in range(3))
+    unit_c, unit_f = np.empty(b), np.empty(b)
+    keys = UlpKeys(b)
+    cos_ok = {r: row_norm[r] != 0.0 for r in rows}
+    for start in range(0, size, BLOCK):
+        stop = min(start + BLOCK, size)
+        n = stop - start
+        cb, fb = c_flat[start:stop], f_flat[start:stop]
+        key_c = key_f = kc  # placeholders when max_ulp is not asked for
+        if cos:
+            if nc != 0.0:
+                np.divide(cb, nc, out=unit_c[:n])
+            if nf != 0.0:
+                np.divide(fb, nf, out=unit_f[:n])
+        if ulp:
+            key_c, key_f = keys.of(cb, kc), keys.of(fb, kf)
+        refs = [(cb, unit_c[:n], key_c), (fb, unit_f[:n], key_f)]
+        for r in rows:
+            xb = cb if r is None else flats[r][start:stop]
+            if ulp:
+                if r is None:
+                    key_x = key_c
+                else:
+                    key_x = keys.of(narrow[r][start:stop], kx)
+            if cos and cos_ok[r]:
+                np.divide(xb, row_norm[r], out=scaled[:n])
+            for k, (ref, unit, key_ref) in enumerate(refs):
+                if r is None and k == 0:
+                    continue
+                d = np.subtract(xb, ref, out=diff[:n])
+                squares[r][k] += _dot(d, d)
+                largest[r][k] = max(largest[r][k], float(d.max()), -float(d.min()))
+                if ulp:
+                    ulps[r][k] = max(ulps[r][k], keys.largest_distance(key_x, key_ref))
+                if cos and cos_ok[r] and (nc if k == 0 else nf) != 0.0:
+                    t = np.subtract(scaled[:n], unit, out=scratch[:n])
+                    cosines[r][k] += _dot(t, t)
+    for r in rows:
+        for k, ref_norm in enumerate((nc, nf)):
+            if r is None and k == 0:
+                continue
+            target = c_vs_f if r is None else (vs_c[r] if k == 0 else vs_f[r])
+            if "rel_l2" in chosen:
+                target["rel_l2"] = _relative(squares[r][k], ref_squares[k])
+            if "max_abs" in chosen:
+                target["max_abs"] = largest[r][k]
+            if ulp:
+                target["max_ulp"] = float(ulps[r][k])
+            if cos:
+                nx = row_norm[r]
+                if nx == 0.0 or ref_norm == 0.0:
+                    target["cosine"] = 0.0 if nx == ref_norm else 1.0
+                else:
+                    target["cosine"] = 0.5 * cosines[r][k]
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.einsum("i,i->", a, b))
+
+
+def _relative(difference_sq: float, reference_sq: float) -> float:
+    """``metrics.relative_l2``'s rule from the two sums of squares."""
+    difference, reference = math.sqrt(difference_sq), math.sqrt(reference_sq)
+    if reference < ZERO_NORM:
+        return 0.0 if difference < ZERO_NORM else math.inf
+    return difference / reference
+
+
+def _sorted(x: np.ndarray, narrow: np.ndarray | None) -> np.ndarray:
+    """Sorted values: ``narrow`` sorted in place when given (exact float32), else float64."""
+    if narrow is not None:
+        narrow.sort()
+        return narrow
+    return np.sort(np.asarray(x, dtype=np.float64).reshape(-1))  # no copy before the sort
+
+
+def _wasserstein(
+    arrays: Mapping[str, np.ndarray],
+    narrow: Mapping[str, np.ndarray],
+    exact: Mapping[str, bool],
+    fp64: np.ndarray,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """Wasserstein-1 over the spread (``metrics.wasserstein``) of every pair, exactly.
+
+    Sorts the float32 roundings in ``narrow`` in place where they are exact.
+    """
+    described = [_sorted(x, narrow[p] if exact[p] else None) for p, x in arrays.items()]
+    sf = np.sort(fp64.reshape(-1))  # float32-exact or not: the same sorted values
+    size = sf.size
+    block = min(size, BLOCK)
+    sc = np.empty(size)  # consensus descriptor, filled block by block
+    median = MedianNetwork(len(described), block, work_dtype(described))
+    scratch, wide = np.empty(block), np.empty(block)
+    totals = [[0.0, 0.0] for _ in described]
+    consensus_total = 0.0
+    for start in range(0, size, BLOCK):
+        stop = min(start + BLOCK, size)
+        d, w = scratch[: stop - start], wide[: stop - start]
+        cb, fb = sc[start:stop], sf[start:stop]
+        median.median([s[start:stop] for s in described], cb)  # NaN-free here
+        for total, s in zip(totals, described, strict=True):
+            w[:] = s[start:stop]  # float32 to float64 once for both comparisons (exact)
+            for k, ref in enumerate((cb, fb)):
+                np.subtract(w, ref, out=d)
+                np.abs(d, out=d)
+                total[k] += float(np.sum(d))
+        np.subtract(cb, fb, out=d)
+        np.abs(d, out=d)
+        consensus_total += float(np.sum(d))
+    spread_c, spread_f = _spread_sorted(sc), _spread_sorted(sf)
+    totals_of = dict(zip(arrays, totals, strict=True))
+    for p, (to_c, to_f) in totals_of.items():
+        vs_c[p]["wasserstein"] = _ratio(to_c / size, spread_c)
+        vs_f[p]["wasserstein"] = _ratio(to_f / size, spread_f)
+    c_vs_f["wasserstein"] = _ratio(consensus_total / size, spread_f)
+
+
+def _distributional(
+    name: str,
+    describe: Any,
+    compare: Any,
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """A descriptor metric of every pair: each array described once."""
+    described = {p: describe(x) for p, x in arrays.items()}
+    df = describe(fp64)
+    dc = elementwise_median(list(described.values()))
+    for p, d in described.items():
+        vs_c[p][name] = compare(d, dc)
+        vs_f[p][name] = compare(d, df)
+    c_vs_f[name] = compare(dc, df)
