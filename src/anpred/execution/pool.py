@@ -8,21 +8,31 @@ isolation against the reference's anchors); the model export is one job run by
 :func:`run_job`. A job that crashes, hangs past its timeout, raises, or produces non-finite
 values is recorded with its symptom (:class:`~anpred.store.Status`) and step; the other
 participants' results are kept.
+
+Where a participant's worker runs is its executor's business
+(:mod:`anpred.execution.executor`): child processes of this one by default, or Ray tasks
+(``executor=``); either way its folder on the driver ends up holding what it wrote.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anpred.execution.executor import (
+    Executor,
+    JobEnd,
+    JobSpec,
+    LocalExecutor,
+    LocalJob,
+    RunningJob,
+)
 from anpred.participants import Participant
-from anpred.store import ParticipantStore, RunStore, Status, Step
+from anpred.store import ParticipantStore, RunStore, Status
 
 #: Seconds a worker may take to start (imports, load, translate, compile).
 DEFAULT_START_TIMEOUT = 900.0
@@ -86,25 +96,48 @@ class JobResult:
     seconds: float
 
 
-def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment of a worker: the caller's, with thread counts and quiet libraries."""
-    env = dict(os.environ)
-    for key in (
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "TF_NUM_INTRAOP_THREADS",
+def worker_overlay(threads: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables anpred sets for a worker, on top of the caller's environment.
+
+    Thread counts, quiet libraries (the caller's own setting of those wins), then ``extra``.
+    An executor applies them over the environment of whatever process starts the worker
+    (this one, or a Ray worker on another node).
+    """
+    env = {
+        key: str(threads)
+        for key in (
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "TF_NUM_INTRAOP_THREADS",
+            "ANPRED_THREADS",
+        )
+    }
+    for key, default in (
+        ("TF_NUM_INTEROP_THREADS", "1"),
+        ("TF_CPP_MIN_LOG_LEVEL", "3"),
+        ("JAX_PLATFORMS", "cpu"),
+        ("GLOG_minloglevel", "2"),
+        ("YOLO_OFFLINE", "1"),
+        ("PYTHONWARNINGS", "ignore"),
     ):
-        env[key] = str(threads)
-    env["ANPRED_THREADS"] = str(threads)
-    env.setdefault("TF_NUM_INTEROP_THREADS", "1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env.setdefault("GLOG_minloglevel", "2")
-    env.setdefault("YOLO_OFFLINE", "1")
-    env.setdefault("PYTHONWARNINGS", "ignore")
+        env[key] = os.environ.get(key, default)
     env.update(extra or {})
     return env
+
+
+def worker_env(threads: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of a worker: the caller's, with thread counts and quiet libraries."""
+    return {**os.environ, **worker_overlay(threads, extra)}
+
+
+def participant_overlay(
+    participant: Participant, threads: int, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """:func:`worker_overlay` plus ``participant``'s own variables (see
+    :func:`participant_env`).
+    """
+    return worker_overlay(threads, {**(extra or {}), **participant.environment()})
 
 
 def participant_env(
@@ -116,57 +149,7 @@ def participant_env(
     so it wins over the caller's environment and ``extra``: libraries read such variables
     once, at import, which is why they must be set before the worker starts.
     """
-    return worker_env(threads, {**(extra or {}), **participant.environment()})
-
-
-class _Job:
-    """A started job process."""
-
-    def __init__(
-        self,
-        folder: ParticipantStore,
-        process: subprocess.Popen[bytes],
-        deadline: float,
-        log: Any,
-        participant: Participant | None = None,
-    ) -> None:
-        self.folder = folder
-        self.process = process
-        self.deadline = deadline
-        self.log = log
-        self.participant = participant
-        self.reported = -1
-        self.timed_out = False
-
-    def poll(self) -> bool:
-        """Whether the process has ended (killed first if it is past its deadline)."""
-        if self.process.poll() is None and time.monotonic() > self.deadline:
-            self.timed_out = True
-            self.stop()
-        return self.process.poll() is not None
-
-    def stop(self) -> None:
-        """Kill the process if it still runs."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def outcome(self) -> tuple[Status, str, str, dict[str, Any]]:
-        """State, step, message and the job's last status record."""
-        record = self.folder.read_status()
-        code = self.process.returncode
-        if self.timed_out:
-            state, message = Status.TIMEOUT, "no result before the timeout"
-        elif code is not None and code < 0:
-            state = Status.CRASH
-            message = record.get("killed_for") or f"worker killed by signal {-code}"
-        elif code not in (0, None):
-            state = Status.ERROR
-            message = record.get("message", f"worker exited with code {code}")
-        else:
-            state, message = Status.parse(record.get("state")), record.get("message", "")
-        step = Step.DONE if state == Status.OK else record.get("step", Step.LOAD)
-        return state, str(step), message, record
+    return {**os.environ, **participant_overlay(participant, threads, extra)}
 
 
 def start_job(
@@ -176,26 +159,19 @@ def start_job(
     env: Mapping[str, str],
     limit: float,
     participant: Participant | None = None,
-) -> _Job:
-    """Write a job file into ``folder`` and start ``python -m module JOB`` on it.
+) -> LocalJob:
+    """Write a job file into ``folder`` and start ``python -m module JOB`` on it, here.
 
     Args:
         folder: The job's folder (created).
         job: The job file's content.
         module: The module that executes it.
-        env: The process's environment.
+        env: The process's whole environment.
         limit: Seconds it may run.
         participant: The participant it runs, if any.
     """
-    job_file = folder.create().write_job(job)
-    log = folder.open_log()
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, str(job_file)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=dict(env),
-    )
-    return _Job(folder, process, time.monotonic() + limit, log, participant)
+    spec = JobSpec(folder, job, module, {}, limit, participant=participant)
+    return LocalJob(spec, env)
 
 
 def run_job(
@@ -212,41 +188,39 @@ def run_job(
     started = time.monotonic()
     item = start_job(folder, job, module, env, timeout)
     try:
-        try:
-            item.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            item.timed_out = True
+        item.wait(timeout)
     finally:
         item.stop()
-        item.log.close()
-    state, step, message, record = item.outcome()
+    end = item.collect()
+    outcome = item.outcome(end)
     return JobResult(
-        status=state,
-        step=step,
-        message=message,
-        record=record,
-        returncode=item.process.returncode,
-        usage_error=bool(record.get("usage_error")) and state == Status.ERROR,
+        status=outcome.status,
+        step=outcome.step,
+        message=outcome.message,
+        record=outcome.record,
+        returncode=end.returncode,
+        usage_error=bool(outcome.record.get("usage_error")) and outcome.status == Status.ERROR,
         seconds=round(time.monotonic() - started, 2),
     )
 
 
-def _result(running: _Job, n_inputs: int) -> WorkerResult:
-    state, step, message, status = running.outcome()
-    p = running.participant
+def _result(item: RunningJob, end: JobEnd, n_inputs: int) -> WorkerResult:
+    outcome = item.outcome(end)
+    status = outcome.record
+    p = item.participant
     assert p is not None
     return WorkerResult(
         participant=p.name,
         library=p.library,
-        status=state,
-        step=step,
-        message=message,
+        status=outcome.status,
+        step=outcome.step,
+        message=outcome.message,
         version=status.get("version", ""),
         settings=status.get("settings", dict(p.settings)),
         timings=status.get("timings", {}),
-        returncode=running.process.returncode,
-        inputs_done=min(len(running.folder.finished_inputs()), n_inputs),
-        usage_error=bool(status.get("usage_error")) and state == Status.ERROR,
+        returncode=end.returncode,
+        inputs_done=min(len(item.folder.finished_inputs()), n_inputs),
+        usage_error=bool(status.get("usage_error")) and outcome.status == Status.ERROR,
     )
 
 
@@ -261,6 +235,7 @@ def run_workers(
     timeout: float | None = None,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, WorkerResult]:
     """Run each participant in its own worker process; return their results by name.
 
@@ -270,25 +245,28 @@ def run_workers(
         job: The common job fields (``model``, ``inputs``).
         input_ids: Inputs, in order.
         threads: Threads per worker.
-        parallel: Workers running at the same time.
+        parallel: Workers running at the same time (local processes; a Ray cluster
+            schedules by the CPUs each job declares).
         isolation_source: Capture folder of the fp64 reference, to enable stage isolation.
         timeout: Seconds per worker (default: start allowance + per-input allowance).
         progress: Called with (participant, message) as work advances.
         env: Extra environment variables for every worker (a participant's own
             ``settings["env"]`` wins over them).
+        executor: Where the workers run (default: local processes,
+            :class:`~anpred.execution.executor.LocalExecutor`).
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
+    executor = executor or LocalExecutor()
     pending = list(participants)
-    running: list[_Job] = []
+    running: list[RunningJob] = []
     results: dict[str, WorkerResult] = {}
     notify = progress or (lambda _p, _m: None)
     try:
         while pending or running:
-            while pending and len(running) < max(1, parallel):
+            while pending and len(running) < executor.slots(parallel):
                 p = pending.pop(0)
-                running.append(
-                    _start(p, run_dir, job, input_ids, threads, isolation_source, limit, env)
-                )
+                spec = _spec(p, run_dir, job, input_ids, threads, isolation_source, limit, env)
+                running.append(executor.start(spec))
                 notify(p.name, "started")
             time.sleep(0.2)
             for item in list(running):
@@ -298,8 +276,7 @@ def run_workers(
                     item.reported = done
                     notify(item.participant.name, f"{done}/{len(input_ids)} inputs")
                 if item.poll():
-                    item.log.close()
-                    result = _result(item, len(input_ids))
+                    result = _result(item, item.collect(), len(input_ids))
                     results[item.participant.name] = result
                     running.remove(item)
                     notify(
@@ -315,11 +292,24 @@ def run_workers(
         # interrupted (Ctrl-C, SIGTERM, an error here): no worker outlives the run
         for item in running:
             item.stop()
-            item.log.close()
     return results
 
 
-def _start(
+def job_assets(job: Mapping[str, Any]) -> tuple[Path, ...]:
+    """The files and folders a worker job reads besides its own folder: the inputs, the
+    export's folder, the user's checkpoint and the stage-isolation source (those given).
+    """
+    model = job.get("model") or {}
+    paths = [
+        job.get("inputs"),
+        (model.get("export") or {}).get("folder"),
+        model.get("weights"),
+        job.get("isolation_source"),
+    ]
+    return tuple(Path(p) for p in paths if p and Path(p).exists())
+
+
+def _spec(
     p: Participant,
     run_dir: Path,
     job: Mapping[str, Any],
@@ -328,20 +318,23 @@ def _start(
     isolation_source: Path | None,
     limit: float,
     env: Mapping[str, str] | None,
-) -> _Job:
-    """Write a participant's job file and start its worker process."""
+) -> JobSpec:
+    """A participant's worker job."""
     folder = RunStore(run_dir).participant(p.name)
-    return start_job(
+    content = {
+        **job,
+        "participant": p.to_dict(),
+        "out": str(folder.folder),
+        "input_ids": list(input_ids),
+        "isolation_source": str(isolation_source or "") or None,
+    }
+    return JobSpec(
         folder,
-        {
-            **job,
-            "participant": p.to_dict(),
-            "out": str(folder.folder),
-            "input_ids": list(input_ids),
-            "isolation_source": str(isolation_source or "") or None,
-        },
+        content,
         WORKER_MODULE,
-        participant_env(p, threads, env),
+        participant_overlay(p, threads, env),
         limit,
+        threads=threads,
         participant=p,
+        assets=job_assets(content),
     )
