@@ -31,6 +31,16 @@ class LibraryAdapter(ABC):
     def to_numpy(self, value: Any) -> np.ndarray:
         """Return ``value`` as a numpy array, in the layout :meth:`layout` reports."""
 
+    def restore_dtype(self, array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+        """Return an output ``array`` in the ONNX dtype ``dtype`` where the library narrowed it.
+
+        Called on arrays that left the library (:meth:`to_numpy`). The default returns
+        ``array`` unchanged; an adapter whose library cannot hold an ONNX type (jax without
+        ``jax_enable_x64`` has no int64) widens it back, exactly, so results keep ONNX's
+        output dtypes.
+        """
+        return array
+
     def layout(self, value: Any) -> str:
         """Return the layout of ``value`` (``"NCHW"`` when it is the ONNX layout)."""
         return "NCHW"

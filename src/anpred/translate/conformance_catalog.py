@@ -197,6 +197,11 @@ def _pools() -> list[OpCase]:
           auto_pad="SAME_UPPER"),
         c("MaxPool", "dilation2", [feed(1, 2, 9, 9)], kernel_shape=k2, dilations=[2, 2]),
         c("MaxPool", "pool1d", [feed(2, 3, 11)], kernel_shape=[3], strides=[2]),
+        # the Indices output (issue 18): flat over the whole tensor, row- or column-major
+        c("MaxPool", "indices", [feed(2, 3, 6, 6)], kernel_shape=k3, strides=s2, pads=p1,
+          n_outputs=2),
+        c("MaxPool", "indices_col_major", [feed(2, 3, 4, 6)], kernel_shape=k2, strides=s2,
+          storage_order=1, n_outputs=2),
         c("AveragePool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=k2, strides=s2),
         c("AveragePool", "k3s1p1_exclude_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1),
         c("AveragePool", "k3s1p1_include_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1,
@@ -209,6 +214,14 @@ def _pools() -> list[OpCase]:
           count_include_pad=1),
         c("AveragePool", "same_upper", [feed(1, 2, 7, 7)], kernel_shape=k3, strides=s2,
           auto_pad="SAME_UPPER"),
+        # dilated windows (opset 19): no torch / paddle / tensorflow average-pool kernel has
+        # them (issue 18)
+        c("AveragePool", "dilation2", [feed(1, 2, 9, 9)], kernel_shape=k2, dilations=[2, 2],
+          opset=19),
+        c("AveragePool", "dil2_s2_ceil_incl_pad", [feed(1, 2, 9, 9)], kernel_shape=k3,
+          strides=s2, pads=p1, dilations=[2, 2], ceil_mode=1, count_include_pad=1, opset=19),
+        c("AveragePool", "dil2_s2_excl_pad", [feed(1, 2, 10, 10)], kernel_shape=k2,
+          strides=s2, pads=p1, dilations=[2, 2], opset=19),
         c("GlobalAveragePool", "nchw", [feed(2, 8, 7, 7)]),
         c("GlobalAveragePool", "large_hw", [feed(1, 4, 32, 32)]),
         c("GlobalAveragePool", "1x1", [feed(1, 16, 1, 1)]),
@@ -237,6 +250,12 @@ def _normalisations() -> list[OpCase]:
         c("LayerNormalization", "no_bias", [feed(3, 12), weight(12)], axis=-1),
         c("LayerNormalization", "offset_input",
           [feed(2, 8, low=10.0, high=11.0), weight(8), weight(8)]),
+        # ONNX backend tests (issue 18): paddle's kernel rejects axis 0 and epsilon > 1e-3,
+        # and its translator lacked the Mean / InvStdDev outputs.
+        c("LayerNormalization", "axis0", [feed(3, 4), weight(3, 4), weight(3, 4)], axis=0),
+        c("LayerNormalization", "eps0.1", [feed(2, 3, 5), weight(5), weight(5)], epsilon=0.1),
+        c("LayerNormalization", "mean_inv_std", [feed(2, 3, 5), weight(3, 5), weight(3, 5)],
+          axis=1, n_outputs=3),
     ]  # fmt: skip
 
 
@@ -246,6 +265,8 @@ def _linear() -> list[OpCase]:
         c("Gemm", "bias_vector", [feed(4, 6), weight(6, 5), weight(5)]),
         c("Gemm", "transB_linear", [feed(3, 16), weight(8, 16), weight(8)], transB=1),
         c("Gemm", "transA", [feed(6, 4), weight(6, 5), weight(5)], transA=1),
+        # a (1, N) bias with transA: tensorflow's fused MatMul rejected it (issue 18)
+        c("Gemm", "transA_row_bias", [feed(6, 4), weight(6, 5), weight(1, 5)], transA=1),
         c("Gemm", "alpha_beta", [feed(4, 6), weight(6, 5), weight(4, 5)], alpha=0.5, beta=2.0),
         c("Gemm", "no_c", [feed(4, 6), weight(6, 5)]),
         c("Gemm", "scalar_c", [feed(4, 6), weight(5, 6), weight()], transB=1, beta=0.5),
@@ -256,6 +277,7 @@ def _linear() -> list[OpCase]:
         c("MatMul", "attention_scores", [feed(1, 4, 10, 8), feed(1, 4, 8, 10)]),
         c("MatMul", "matrix_vector", [feed(3, 4), feed(4)]),
         c("MatMul", "vector_matrix", [feed(4), feed(4, 5)]),
+        c("MatMul", "vector_vector", [feed(4), feed(4)]),  # tensorflow failed it (issue 18)
         c("MatMul", "long_reduction", [feed(2, 512), weight(512, 3)]),
     ]
 
@@ -385,6 +407,14 @@ def _resize() -> list[OpCase]:
           coordinate_transformation_mode="asymmetric"),
         c("Resize", "linear_pytorch_half_pixel", [x, None, None, static([1, 2, 6, 1])],
           **linear, coordinate_transformation_mode="pytorch_half_pixel"),
+        # an output axis of length 1: paddle's kernel read coordinate 0 (issue 18)
+        c("Resize", "linear_downsample_to_one", [x, None, scales(1, 1, 0.3, 0.6)], **linear),
+        # issue 18: half_pixel_symmetric (lengths 6.8 and 3.5 round down) and cubic
+        c("Resize", "linear_half_pixel_symmetric", [x, None, scales(1, 1, 1.7, 0.7)], **linear,
+          coordinate_transformation_mode="half_pixel_symmetric"),
+        c("Resize", "cubic_half_pixel", [x, None, scales(1, 1, 2, 2)], mode="cubic"),
+        c("Resize", "cubic_align_corners", [x, None, None, static([1, 2, 7, 9])], mode="cubic",
+          coordinate_transformation_mode="align_corners"),
     ]  # fmt: skip
 
 

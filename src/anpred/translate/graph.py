@@ -146,6 +146,9 @@ class GraphProgram:
             else [vi.name for vi in graph.input if vi.name not in initializer_names]
         )
         self.outputs = list(outputs) if outputs is not None else [o.name for o in graph.output]
+        self.output_dtypes: dict[str, np.dtype | None] = {
+            name: _np_dtype(_elem_type(infos.get(name))) for name in self.outputs
+        }
         static: dict[str, np.ndarray] = {
             init.name: numpy_helper.to_array(init)
             for init in graph.initializer
@@ -255,6 +258,16 @@ class GraphProgram:
         values = [self.adapter.feed(np.asarray(feeds[name])) for name in self.feeds]
         results = self._compiled(self._consts, *values)
         return dict(zip(self.outputs, results, strict=True))
+
+
+def _np_dtype(elem_type: int | None) -> np.dtype | None:
+    """The numpy dtype of an ONNX element type (``None`` when unknown or not numpy's)."""
+    if not elem_type:
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:

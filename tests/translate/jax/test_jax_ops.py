@@ -552,6 +552,28 @@ def test_chain_matches_float64_reference(adapter: Any) -> None:
     assert relative_error(got, want) <= CHAIN_TOLERANCE
 
 
+def test_int64_outputs_keep_the_onnx_dtype_floats_untouched() -> None:
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=1),
+             helper.make_node("Relu", ["x"], ["r"])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3))],
+        [helper.make_tensor_value_info("i", TensorProto.INT64, (2, 1)),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, (2, 3))],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = GraphProgram(model, JIT)
+    x = np.array([[0.0, 2.0, 1.0], [3.0, -1.0, 0.5]], dtype=np.float32)
+    values = program.run({"x": x})
+    raw = JIT.to_numpy(values["i"])
+    assert raw.dtype == np.int32  # jax without jax_enable_x64 holds int64 as int32
+    restored = JIT.restore_dtype(raw, program.output_dtypes["i"])
+    assert restored.dtype == np.int64 and restored.ravel().tolist() == [1, 0]
+    relu = JIT.to_numpy(values["r"])
+    assert JIT.restore_dtype(relu, program.output_dtypes["r"]) is relu
+
+
 def test_unknown_op_names_op_opset_node_and_library() -> None:
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")
     graph = helper.make_graph(

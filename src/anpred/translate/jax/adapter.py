@@ -31,6 +31,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "env": None,
 }
 
+#: 64-bit integer types and what jax holds them as without ``jax_enable_x64``.
+_NARROWED = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32)}
+
 
 class JaxAdapter(LibraryAdapter):
     """Runs translated graphs with jax, in the ONNX layout (NCHW).
@@ -101,6 +104,19 @@ class JaxAdapter(LibraryAdapter):
         self._seen.add(str(array.dtype))
         if array.dtype == jnp.bfloat16:
             return array.astype(np.float32)
+        return array
+
+    def restore_dtype(self, array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+        """Widen an int32/uint32 output back to the graph's int64/uint64 (exact).
+
+        Without ``jax_enable_x64`` jax holds 64-bit integers as 32-bit ones (it is turned on
+        only for float64 graphs: it would change the dtype jax picks for Python scalars
+        and array constructors in float32 graphs). Only the dtype of the output is
+        restored; values beyond the 32-bit range were already lost inside jax. Floats are
+        never touched.
+        """
+        if dtype is not None and _NARROWED.get(np.dtype(dtype)) == array.dtype:
+            return array.astype(dtype)
         return array
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:

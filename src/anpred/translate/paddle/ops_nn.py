@@ -7,6 +7,7 @@ an explicit padding list (``[top, bottom, left, right]`` for 2-D).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -171,32 +172,65 @@ def _pool(
     return result
 
 
-def _dilated_max_pool(call: NodeCall, x: Tensor) -> Tensor:
-    """MaxPool with dilations, as the element-wise maximum of one strided slice per tap.
+def _dilated_geometry(call: NodeCall, x: Tensor) -> dict[str, Any]:
+    """Geometry of a dilated pooling (paddle's pooling has no dilations).
 
-    The input is padded with ``-inf`` (ONNX ignores padded elements) up to the span the
-    last window needs; tap ``(o_1, ..., o_r)`` of the kernel reads, along axis ``i``,
-    elements ``o_i * d_i + j * s_i`` for output index ``j``. Exact: it only selects.
+    Returns :func:`_window`'s entries plus ``kernel``, ``sizes`` (ONNX output sizes) and
+    ``needed``: the (begin, end) pads that the last window's span reaches.
     """
-    rank, kernel, window = _pool_window(call, x)
+    _, kernel, window = _pool_window(call, x)
     sizes = [out for out, _ in _pool_sizes(call, x, kernel, window)]
-    spatial = _spatial_shape(call, x)
-    pads = []
-    strides, dilations = window["strides"], window["dilations"]
-    axes = zip(spatial, kernel, strides, dilations, window["pads"], sizes, strict=True)
+    needed = []
+    axes = zip(_spatial_shape(call, x), kernel, window["strides"], window["dilations"],
+               window["pads"], sizes, strict=True)  # fmt: skip
     for size, k, s, d, (begin, _), out in axes:
-        needed = (out - 1) * s + (k - 1) * d + 1
-        pads.append((begin, max(0, needed - size - begin)))
-    x = _pad_explicit(x, pads, float("-inf"))
-    result = None
-    for taps in itertools.product(*(range(k) for k in kernel)):
-        starts = [o * d for o, d in zip(taps, dilations, strict=True)]
+        span = (out - 1) * s + (k - 1) * d + 1
+        needed.append((begin, max(0, span - size - begin)))
+    return {**window, "kernel": kernel, "sizes": sizes, "needed": needed}
+
+
+def _taps(padded: Tensor, geometry: dict[str, Any]) -> list[Tensor]:
+    """One strided slice per kernel tap of a padded tensor (``paddle.strided_slice``).
+
+    Tap ``(o_1, ..., o_r)`` reads, along axis ``i``, elements ``o_i * d_i + j * s_i`` for
+    output index ``j``.
+    """
+    strides, dilations, sizes = geometry["strides"], geometry["dilations"], geometry["sizes"]
+    axes = list(range(2, len(sizes) + 2))
+    taps = []
+    for offsets in itertools.product(*(range(k) for k in geometry["kernel"])):
+        starts = [o * d for o, d in zip(offsets, dilations, strict=True)]
         ends = [a + (n - 1) * s + 1 for a, n, s in zip(starts, sizes, strides, strict=True)]
-        piece = paddle.strided_slice(
-            x, axes=list(range(2, rank + 2)), starts=starts, ends=ends, strides=strides
-        )
-        result = piece if result is None else paddle.maximum(result, piece)
-    return result
+        taps.append(paddle.strided_slice(padded, axes, starts, ends, strides))
+    return taps
+
+
+def _dilated_max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """MaxPool with dilations: the maximum of the taps of the ``-inf``-padded input (exact)."""
+    geometry = _dilated_geometry(call, x)
+    return functools.reduce(
+        paddle.maximum, _taps(_pad_explicit(x, geometry["needed"], float("-inf")), geometry)
+    )
+
+
+def _dilated_average_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """AveragePool with dilations: sum of the zero-padded input's taps / a mask's.
+
+    The mask marks what ONNX counts: the input, plus the declared pads under
+    ``count_include_pad`` (never the cells a ``ceil_mode`` window reaches beyond them).
+    """
+    geometry = _dilated_geometry(call, x)
+    needed = geometry["needed"]
+    mask = paddle.ones([1, 1, *_spatial_shape(call, x)], dtype=x.dtype)
+    if call.attr("count_include_pad", 0):
+        ends = [(min(e, n), n) for (_, e), (_, n) in zip(geometry["pads"], needed, strict=True)]
+        declared = [(b, e) for (b, _), (e, _) in zip(needed, ends, strict=True)]
+        mask = _pad_explicit(mask, declared, 1.0)
+        mask = _pad_explicit(mask, [(0, n - e) for e, n in ends], 0.0)
+    else:
+        mask = _pad_explicit(mask, needed, 0.0)
+    sums = functools.reduce(paddle.add, _taps(_pad_explicit(x, needed, 0.0), geometry))
+    return sums / functools.reduce(paddle.add, _taps(mask, geometry))
 
 
 @register("paddle", "MaxPool")
@@ -224,7 +258,10 @@ def average_pool(call: NodeCall, x: Tensor) -> Tensor:
     with ``exclusive=True`` over the padded tensor: every window counts its padded zeros,
     and a ``ceil_mode`` window running past the padding counts only what it covers, as
     ONNX does. (Paddle's own ``exclusive=False`` divides wrongly under asymmetric pads.)
+    Dilated windows (paddle's pooling has no dilations): :func:`_dilated_average_pool`.
     """
+    if any(d != 1 for d in call.attr("dilations", [])):
+        return _dilated_average_pool(call, x)
     if call.attr("count_include_pad", 0):
         return _pool(call, x, _AVG_POOL, pad_value=0.0, exclusive=True)
     return _pool(call, x, _AVG_POOL, exclusive=True)
@@ -263,14 +300,30 @@ def batch_normalization(
     )
 
 
+#: Largest epsilon paddle's layer_norm kernel accepts (it rejects larger ones).
+_LAYER_NORM_MAX_EPSILON = 1e-3
+
+
 @register("paddle", "LayerNormalization", since=17)
-def layer_normalization(call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor = None) -> Tensor:
-    """ONNX LayerNormalization over the axes from ``axis`` (default -1) on; output Y only."""
+def layer_normalization(
+    call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor = None
+) -> Tensor | list[Tensor]:
+    """ONNX LayerNormalization over the axes from ``axis`` (default -1) on.
+
+    Y comes from ``F.layer_norm``. Its kernel rejects ``begin_norm_axis`` 0, so ``axis`` 0
+    normalises a ``[1, size]`` view (the same reduction); it rejects ``epsilon > 1e-3``, so
+    such a node is composed from ``paddle.mean``, ``paddle.var`` and ``paddle.rsqrt``. The
+    optional Mean and InvStdDev outputs (shape of x with the normalised axes kept as 1) are
+    computed, only when the node has them, with ``paddle.mean`` / ``paddle.var`` (biased) /
+    ``paddle.rsqrt``.
+    """
     shape = list(x.shape)
     axis = int(call.attr("axis", -1))
     axis = axis + len(shape) if axis < 0 else axis
     normalized = shape[axis:]
     size = math.prod(normalized)
+    epsilon = float(call.attr("epsilon", 1e-5))
+    axes = list(range(axis, len(shape)))
 
     def flat(param: Tensor) -> Tensor | None:
         if param is None:
@@ -279,10 +332,24 @@ def layer_normalization(call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor =
             param = paddle.expand(param, normalized)
         return paddle.reshape(param, [size])
 
-    return F.layer_norm(
-        x,
-        normalized,
-        weight=flat(scale),
-        bias=flat(bias),
-        epsilon=float(call.attr("epsilon", 1e-5)),
-    )
+    def stats() -> tuple[Tensor, Tensor]:
+        mean = paddle.mean(x, axis=axes, keepdim=True)
+        inv_std = paddle.rsqrt(paddle.var(x, axis=axes, unbiased=False, keepdim=True) + epsilon)
+        return mean, inv_std
+
+    if epsilon > _LAYER_NORM_MAX_EPSILON:
+        mean, inv_std = stats()
+        y = (x - mean) * inv_std
+        y = y * (scale if scale.shape == normalized else paddle.expand(scale, normalized))
+        if bias is not None:
+            y = y + bias
+    else:
+        source = paddle.reshape(x, [1, size]) if axis == 0 else x
+        y = F.layer_norm(source, [size] if axis == 0 else normalized, weight=flat(scale),
+                         bias=flat(bias), epsilon=epsilon)  # fmt: skip
+        if axis == 0:
+            y = paddle.reshape(y, shape)
+        if len(call.output_shapes) == 1:
+            return y
+        mean, inv_std = stats()
+    return [y, mean, inv_std][: len(call.output_shapes)]

@@ -13,7 +13,10 @@ Supported variants (the others raise :class:`~anpred.errors.UsageError`):
   translation time from the static shapes (float64, the ONNX formulas, then rounding and
   clipping to ``[0, in - 1]``); exact, since the gather only selects.
 * ``linear`` with ``half_pixel`` / ``pytorch_half_pixel`` (paddle ``align_mode=0``),
-  ``asymmetric`` (``align_mode=1``) or ``align_corners``.
+  ``asymmetric`` (``align_mode=1``) or ``align_corners``; ``half_pixel_symmetric`` and
+  outputs of length 1 (where paddle's kernel reads coordinate 0) run as one gather of both
+  neighbours and a weighted sum per axis (:func:`_linear_gather`); ``half_pixel`` is the
+  one mode whose ONNX coordinate for a length-1 output is not 0.
 * ``cubic`` (2-D, ``cubic_coeff_a=-0.75``, no ``exclude_outside``) with the same
   coordinate modes as linear.
 
@@ -107,6 +110,35 @@ def _nearest_gather(
     return x
 
 
+def _linear_gather(
+    call: NodeCall, x: Tensor, out_sizes: list[int], scales: list[float], coordinates: str
+) -> Tensor:
+    """Linear Resize, one axis at a time: two ``paddle.index_select`` and a weighted sum.
+
+    For the variants paddle's interpolation kernel maps differently from ONNX: an output
+    length of 1 (the kernel then reads source coordinate 0, ONNX keeps the half-pixel
+    formula: ``test_resize_downsample_scales_linear`` of ONNX's backend tests) and
+    ``half_pixel_symmetric``. The source coordinates, their neighbours and weights are
+    computed at translation time from the static shapes (float64, the ONNX formulas,
+    coordinates clipped to ``[0, in - 1]``); the interpolation itself runs in paddle.
+    """
+    in_sizes = list(x.shape[2:])
+    rank = len(x.shape)
+    for axis, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
+        if n_in == n_out and scale == 1.0:
+            continue
+        coords = np.clip(_source_coords(call, coordinates, n_in, n_out, scale), 0, n_in - 1)
+        low = np.floor(coords).astype(np.int64)
+        high = np.minimum(low + 1, n_in - 1)
+        shape = [1] * rank
+        shape[axis + 2] = n_out
+        weight = paddle.to_tensor((coords - low).reshape(shape), dtype=x.dtype)
+        below = paddle.index_select(x, paddle.to_tensor(low), axis=axis + 2)
+        above = paddle.index_select(x, paddle.to_tensor(high), axis=axis + 2)
+        x = below + (above - below) * weight
+    return x
+
+
 def _resize(
     call: NodeCall,
     x: Tensor,
@@ -148,6 +180,9 @@ def _resize(
             return F.interpolate(x, mode="nearest", align_corners=False, **kwargs)
         return _nearest_gather(call, x, out_sizes, factors, coordinates, nearest_mode)
     if mode == "linear":
+        shrunk_to_one = any(o == 1 < i for o, i in zip(out_sizes, in_sizes, strict=True))
+        if coordinates == "half_pixel_symmetric" or (coordinates == "half_pixel" and shrunk_to_one):
+            return _linear_gather(call, x, out_sizes, factors, coordinates)
         paddle_mode = _LINEAR[rank]
     elif mode == "cubic" and rank == 2:
         if call.attr("cubic_coeff_a", -0.75) != -0.75 or call.attr("exclude_outside", 0):

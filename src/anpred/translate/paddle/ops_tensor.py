@@ -261,10 +261,15 @@ def pad(
 
 @register("paddle", "ConstantOfShape", since=9)
 def constant_of_shape(call: NodeCall, shape: Tensor) -> Tensor:
-    """ONNX ConstantOfShape (static shape; float32 values follow the graph's float dtype)."""
+    """ONNX ConstantOfShape (float32 values follow the graph's float dtype).
+
+    A static shape is handed to ``paddle.full`` as a list; a shape computed at run time
+    (eager execution allows it) as the int64 tensor itself.
+    """
     value = call.attr("value")
     value = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value)
-    dims = _ints(_static(call, 0, "shape"))
+    static = call.const(0)
+    dims = _ints(static) if static is not None else shape
     return paddle.full(dims, value.reshape(-1)[0].item(), dtype=numpy_float_dtype(value))
 
 

@@ -17,10 +17,10 @@ def matmul(call: NodeCall, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     if b_vector:
         b = tf.expand_dims(b, -1)
     y = tf.linalg.matmul(a, b)
+    if a_vector:  # (..., 1, m) -> (..., m); first, so that 1-D x 1-D ends as a scalar
+        y = tf.squeeze(y, -2)
     if b_vector:
         y = tf.squeeze(y, -1)
-    if a_vector:
-        y = tf.squeeze(y, -2)
     return y
 
 
@@ -40,6 +40,11 @@ def gemm(call: NodeCall, a: tf.Tensor, b: tf.Tensor, c: tf.Tensor | None = None)
         return y
     if beta != 1.0:
         c = c * beta
+    if c.shape.rank == 2 and c.shape[0] == 1 and c.shape[1] == y.shape[-1]:
+        # A (1, N) row is the same bias as a vector. As ``y + c`` TF's grappler remapper
+        # fuses it into a _FusedMatMul whose kernel rejects the 2-D bias when transA=1
+        # ("bias must be 1-dimensional", ONNX backend test test_gemm_transposeA).
+        c = tf.reshape(c, [-1])
     if c.shape.rank == 1 and c.shape[0] == y.shape[-1]:
         return tf.nn.bias_add(y, c)
     return y + c

@@ -8,7 +8,8 @@ ONNX pads become TensorFlow's ``"SAME"`` where they coincide with it, else an ex
 compile pooling with explicit paddings. Average pools whose divisor differs from what a
 TensorFlow kernel computes (``count_include_pad=0`` with non-SAME pads, ``ceil_mode``
 windows that leave the padded input) divide the window sum by the window's element count,
-both computed with ``avg_pool2d``.
+both computed with ``avg_pool2d``; dilated average pools (TensorFlow's have no dilations)
+sum the strided views of the kernel taps for both.
 """
 
 from __future__ import annotations
@@ -36,10 +37,6 @@ def _window(call: NodeCall, sizes: list[int]) -> tuple[list[int], list[int], lis
     """Return kernel, strides, dilations, node pads and pads with ``ceil_mode``'s extra end."""
     kernel = [int(k) for k in call.attr("kernel_shape")]
     strides, dilations = spatial_attrs(call, len(kernel), kernel)
-    if call.op_type != "MaxPool" and any(d != 1 for d in dilations):
-        raise AnpredError(
-            f"tensorflow {call.op_type}: dilated pooling is not translated (node {call.name})"
-        )
     if any(s is None for s in sizes):
         raise AnpredError(
             f"tensorflow {call.op_type}: needs static spatial sizes (node {call.name})"
@@ -101,6 +98,25 @@ def max_pool(call: NodeCall, x: TFValue) -> TFValue:
     return _finish(tf.nn.max_pool2d(t, kernel, strides, padding), one_d)
 
 
+def _views(
+    t: tf.Tensor, kernel: list[int], strides: list[int], dilations: list[int]
+) -> list[tf.Tensor]:
+    """The ``kh * kw`` strided views of a padded NHWC tensor, one per (dilated) kernel tap."""
+    size_h, size_w = int(t.shape[1]), int(t.shape[2])
+    out_h = (size_h - (kernel[0] - 1) * dilations[0] - 1) // strides[0] + 1
+    out_w = (size_w - (kernel[1] - 1) * dilations[1] - 1) // strides[1] + 1
+    return [
+        t[
+            :,
+            i * dilations[0] : i * dilations[0] + (out_h - 1) * strides[0] + 1 : strides[0],
+            j * dilations[1] : j * dilations[1] + (out_w - 1) * strides[1] + 1 : strides[1],
+            :,
+        ]
+        for i in range(kernel[0])
+        for j in range(kernel[1])
+    ]
+
+
 def _dilated_max_pool(
     t: tf.Tensor, kernel: list[int], strides: list[int], dilations: list[int]
 ) -> tf.Tensor:
@@ -112,50 +128,62 @@ def _dilated_max_pool(
     """
     if strides == [1, 1]:
         return tf.nn.pool(t, kernel, "MAX", strides=strides, padding="VALID", dilations=dilations)
-    size_h, size_w = int(t.shape[1]), int(t.shape[2])
-    out_h = (size_h - (kernel[0] - 1) * dilations[0] - 1) // strides[0] + 1
-    out_w = (size_w - (kernel[1] - 1) * dilations[1] - 1) // strides[1] + 1
-    views = [
-        t[
-            :,
-            i * dilations[0] : i * dilations[0] + (out_h - 1) * strides[0] + 1 : strides[0],
-            j * dilations[1] : j * dilations[1] + (out_w - 1) * strides[1] + 1 : strides[1],
-            :,
-        ]
-        for i in range(kernel[0])
-        for j in range(kernel[1])
-    ]
-    return functools.reduce(tf.maximum, views)
+    return functools.reduce(tf.maximum, _views(t, kernel, strides, dilations))
 
 
 @layout_op("AveragePool")
 def average_pool(call: NodeCall, x: TFValue) -> TFValue:
     """ONNX AveragePool (pads, auto_pad, ceil_mode, count_include_pad)."""
     t, sizes, one_d = _as_2d(call, x)
-    kernel, strides, _, pads, full = _window(call, sizes)
+    kernel, strides, dilations, pads, full = _window(call, sizes)
     if one_d:
         kernel, strides, sizes = [1, *kernel], [1, *strides], [1, *sizes]
-        pads, full = [(0, 0), *pads], [(0, 0), *full]
+        pads, full, dilations = [(0, 0), *pads], [(0, 0), *full], [1, *dilations]
     include_pad = bool(call.attr("count_include_pad", 0))
     same = [same_pads(s, k, st) for s, k, st in zip(sizes, kernel, strides, strict=True)]
-    if all(p == (0, 0) for p in full):
+    dilated = any(d != 1 for d in dilations)
+    if dilated:
+        y = _masked_average(t, sizes, kernel, strides, pads, full, include_pad, dilations)
+    elif all(p == (0, 0) for p in full):
         y = tf.nn.avg_pool2d(t, kernel, strides, "VALID")
     elif not include_pad and full == same:
         y = tf.nn.avg_pool2d(t, kernel, strides, "SAME")
     elif include_pad and full == pads:
         y = tf.nn.avg_pool2d(_pad(t, full, 0), kernel, strides, "VALID")
     else:
-        # window sum / number of counted elements, both as window means (same k*k factor)
-        counted = [(s + b + e) if include_pad else s for s, (b, e) in zip(sizes, pads, strict=True)]
-        mask_pads = [
-            (0, fe - e) if include_pad else (fb, fe)
-            for (_, e), (fb, fe) in zip(pads, full, strict=True)
-        ]
-        mask = _pad(tf.ones([1, *counted, 1], t.dtype), mask_pads, 0)
-        total = tf.nn.avg_pool2d(_pad(t, full, 0), kernel, strides, "VALID")
-        count = tf.nn.avg_pool2d(mask, kernel, strides, "VALID")
-        y = total / count
+        y = _masked_average(t, sizes, kernel, strides, pads, full, include_pad)
     return _finish(y, one_d)
+
+
+def _masked_average(
+    t: tf.Tensor,
+    sizes: list[int],
+    kernel: list[int],
+    strides: list[int],
+    pads: Pads,
+    full: Pads,
+    include_pad: bool,
+    dilations: list[int] | None = None,
+) -> tf.Tensor:
+    """Window sum / number of counted elements (a mask pooled like the input).
+
+    Undilated both are ``avg_pool2d`` window means (the same k*k factor cancels); dilated
+    (TensorFlow's average pools have no dilations) both are sums of the strided views.
+    """
+    counted = [(s + b + e) if include_pad else s for s, (b, e) in zip(sizes, pads, strict=True)]
+    mask_pads = [
+        (0, fe - e) if include_pad else (fb, fe)
+        for (_, e), (fb, fe) in zip(pads, full, strict=True)
+    ]
+    mask = _pad(tf.ones([1, *counted, 1], t.dtype), mask_pads, 0)
+    padded = _pad(t, full, 0)
+    if dilations is None:
+        total = tf.nn.avg_pool2d(padded, kernel, strides, "VALID")
+        count = tf.nn.avg_pool2d(mask, kernel, strides, "VALID")
+    else:
+        total = functools.reduce(tf.add, _views(padded, kernel, strides, dilations))
+        count = functools.reduce(tf.add, _views(mask, kernel, strides, dilations))
+    return total / count
 
 
 def _global(

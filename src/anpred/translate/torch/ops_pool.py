@@ -8,6 +8,8 @@ for averages the divisor is then pooled from a mask that marks what ONNX counts.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
@@ -65,12 +67,23 @@ class _Window:
 
 @register(_LIB, "MaxPool")
 def max_pool(call: NodeCall, x: Tensor) -> Tensor:
-    """ONNX MaxPool: kernel, strides, dilations, pads / ``auto_pad``, ``ceil_mode``."""
-    if len(call.output_shapes) > 1:
-        raise NotImplementedError("MaxPool's Indices output has no torch translation")
+    """ONNX MaxPool: kernel, strides, dilations, pads / ``auto_pad``, ``ceil_mode``.
+
+    The Indices output comes from torch's ``return_indices`` (a flat index into each
+    unpadded (n, c) plane) where torch's own padding reproduces the window, moved to ONNX's
+    flat index over the whole tensor (row-major, or column-major with ``storage_order`` 1).
+    """
     nd = x.ndim - 2
     win = _Window(call, list(x.shape[2:]))
     pool = _MAX_POOL[nd]
+    if len(call.output_shapes) > 1:
+        if not win.native:
+            raise NotImplementedError(
+                "MaxPool's Indices output with pads torch's kernel does not take"
+            )
+        y, index = pool(x, win.kernel, win.strides, win.begin, win.dilations, win.ceil_mode,
+                        return_indices=True)  # fmt: skip
+        return [y, _onnx_indices(call, x, index)]
     if win.native:
         return pool(x, win.kernel, win.strides, win.begin, win.dilations, win.ceil_mode)
     padded = F.pad(x, torch_pad(win.begin, win.extended_end()), value=float("-inf"))
@@ -82,15 +95,16 @@ def average_pool(call: NodeCall, x: Tensor) -> Tensor:
     """ONNX AveragePool: kernel, strides, pads / ``auto_pad``, ceil mode, ``count_include_pad``.
 
     With ``count_include_pad`` the divisor counts the declared pads but never the cells a
-    ceil-mode window reaches beyond them (as onnxruntime and torch do).
+    ceil-mode window reaches beyond them (as onnxruntime and torch do). torch's average
+    pools have no dilation: dilated windows are summed from strided views
+    (:func:`_window_sum`), for the values and for the mask of counted cells alike.
     """
     nd = x.ndim - 2
     win = _Window(call, list(x.shape[2:]))
-    if win.dilations != [1] * nd:
-        raise NotImplementedError("AveragePool with dilations has no torch kernel")
     include_pad = bool(call.attr("count_include_pad", 0))
-    pool = _AVG_POOL[nd]
-    if win.native:
+    dilated = win.dilations != [1] * nd
+    pool = _AVG_POOL[nd] if not dilated else lambda t, *_: _window_sum(t, win)
+    if win.native and not dilated:
         return pool(x, win.kernel, win.strides, win.begin, win.ceil_mode, include_pad)
     end = win.extended_end()
     extra = [e - d for e, d in zip(end, win.end, strict=True)]
@@ -103,6 +117,39 @@ def average_pool(call: NodeCall, x: Tensor) -> Tensor:
         mask = F.pad(mask, torch_pad(win.begin, end))
     counts = pool(mask, win.kernel, win.strides)
     return sums / counts
+
+
+def _onnx_indices(call: NodeCall, x: Tensor, index: Tensor) -> Tensor:
+    """ONNX MaxPool Indices from torch's per-plane flat indices (integer torch ops)."""
+    n, c, *spatial = x.shape
+    plane = 1
+    for size in spatial:
+        plane *= size
+    if call.attr("storage_order", 0):
+        if len(spatial) != 2:
+            raise NotImplementedError("MaxPool Indices with storage_order 1 beyond 2-D")
+        height, width = spatial
+        index = torch.remainder(index, width) * height + torch.div(
+            index, width, rounding_mode="floor"
+        )
+    base = torch.arange(n * c, dtype=index.dtype).reshape(n, c, *([1] * len(spatial)))
+    return index + base * plane
+
+
+def _window_sum(t: Tensor, win: _Window) -> Tensor:
+    """Sum of every (dilated) window of an explicitly padded tensor, unpadded sweep.
+
+    One strided view per kernel offset, added up: ``prod(kernel)`` slices and additions.
+    """
+    total = None
+    for offsets in itertools.product(*(range(k) for k in win.kernel)):
+        index = [slice(None), slice(None)]
+        for o, d, n, s in zip(offsets, win.dilations, win.out, win.strides, strict=True):
+            index.append(slice(o * d, o * d + (n - 1) * s + 1, s))
+        view = t[tuple(index)]
+        total = view if total is None else total + view
+    assert total is not None
+    return total
 
 
 @register(_LIB, "GlobalAveragePool")

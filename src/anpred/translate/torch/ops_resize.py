@@ -3,9 +3,11 @@
 ``F.interpolate`` is used for the variants it implements exactly: nearest with
 ``asymmetric`` coordinates and ``floor`` rounding (what ``nn.Upsample`` exports) at integer
 scales, and linear with ``half_pixel`` / ``pytorch_half_pixel`` / ``align_corners``
-coordinates on the spatial axes. Any other nearest or linear variant gathers along each
-resized axis with source indices (and, for linear, weights) computed from the static
-shapes; the interpolation itself runs in torch (``index_select``, ``lerp``).
+coordinates on the spatial axes, and cubic where it is torch's ``bicubic`` (4-D,
+``cubic_coeff_a`` -0.75, no ``exclude_outside``, the same coordinates). Any other nearest
+or linear variant gathers along each resized axis with source indices (and, for linear,
+weights) computed from the static shapes; the interpolation itself runs in torch
+(``index_select``, ``lerp``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def _source_coords(call: NodeCall, n_in: int, n_out: int, scale: float) -> np.nd
     mode = call.attr("coordinate_transformation_mode", "half_pixel")
     if mode == "half_pixel":
         return (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":  # centred: shifted by the rounding of n_in * scale
+        return n_in / 2 * (1 - n_out / (n_in * scale)) + (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(x)
     if mode == "align_corners":
@@ -109,22 +113,33 @@ def _interpolate(
         if coords == "asymmetric" and call.attr("nearest_mode") == "floor" and integer:
             return F.interpolate(x, mode="nearest", **by_scale)
         return None
-    if mode != "linear":
+    if mode == "linear":
+        torch_mode = _LINEAR_MODES[x.ndim - 2]
+    elif mode == "cubic" and x.ndim == 4 and _torch_cubic(call):
+        torch_mode = "bicubic"
+    else:
         return None
     if coords == "align_corners":
-        return F.interpolate(
-            x, size=spatial_sizes, mode=_LINEAR_MODES[x.ndim - 2], align_corners=True
-        )
+        return F.interpolate(x, size=spatial_sizes, mode=torch_mode, align_corners=True)
     if coords == "half_pixel" or (coords == "pytorch_half_pixel" and min(spatial_sizes) > 1):
-        return F.interpolate(x, mode=_LINEAR_MODES[x.ndim - 2], align_corners=False, **by_scale)
+        return F.interpolate(x, mode=torch_mode, align_corners=False, **by_scale)
     return None
+
+
+def _torch_cubic(call: NodeCall) -> bool:
+    """Whether ONNX's cubic variant is torch's bicubic kernel (a = -0.75, edge-clamped taps)."""
+    return call.attr("cubic_coeff_a", -0.75) == -0.75 and not call.attr("exclude_outside", 0)
 
 
 @register(_LIB, "Resize")
 def resize(call: NodeCall, x: Tensor, *rest: Tensor | None) -> Tensor:
-    """ONNX Resize, modes nearest and linear, from static scales or sizes."""
+    """ONNX Resize from static scales or sizes: nearest, linear, and cubic where torch has it.
+
+    Cubic runs on 4-D inputs where it is torch's bicubic kernel (``half_pixel`` /
+    ``align_corners`` coordinates, ``cubic_coeff_a`` -0.75, no ``exclude_outside``).
+    """
     mode = call.attr("mode", "nearest")
-    if mode not in ("nearest", "linear"):
+    if mode not in ("nearest", "linear", "cubic"):
         raise NotImplementedError(f"Resize mode {mode!r}")
     if call.attr("antialias", 0):
         raise NotImplementedError("Resize with antialias")
@@ -132,6 +147,11 @@ def resize(call: NodeCall, x: Tensor, *rest: Tensor | None) -> Tensor:
     native = _interpolate(call, x, sizes, scales, given)
     if native is not None:
         return native
+    if mode == "cubic":
+        raise NotImplementedError(
+            "Resize mode 'cubic' other than torch's bicubic (4-D, cubic_coeff_a -0.75, no "
+            "exclude_outside, half_pixel / pytorch_half_pixel / align_corners coordinates)"
+        )
     for axis, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
         if n_out != x.shape[axis] or scale != 1.0:
             x = _gather_axis(call, x, axis, n_out, scale)

@@ -1,0 +1,84 @@
+"""Why a backend node test does not pass in a library (the expectation files' reasons).
+
+Categories, tried in this order:
+
+* ``no translator``: anpred has no translator for an op of the test;
+* ``out of scope for inference``: the test exercises training behaviour (training-mode
+  BatchNormalization/Dropout, optimiser ops) or random outputs, which a run never executes;
+* ``upstream difference``: onnxruntime, the reference implementation, fails the test too;
+* ``unsupported by the library's kernels``: a documented limit of the library's own
+  kernels that no faithful translation can work around (:data:`KERNEL_LIMITS`);
+* ``open``: a translator gap not analysed yet; the library's message is kept.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
+
+CATEGORIES = (
+    "no translator",
+    "out of scope for inference",
+    "upstream difference",
+    "unsupported by the library's kernels",
+    "open",
+)
+
+#: Name fragments of tests that exercise training behaviour or random outputs.
+OUT_OF_SCOPE: dict[str, str] = {
+    "training": "training-mode behaviour (batch statistics, dropout masks)",
+    "_train": "training-mode behaviour",
+    "bernoulli": "random output",
+    "random": "random output",
+    "adagrad": "optimiser op",
+    "adam": "optimiser op",
+    "momentum": "optimiser op",
+    "gradient": "training graph",
+}
+
+#: (library, test name pattern, fnmatch) -> the library kernel's limit that fails the test.
+KERNEL_LIMITS: dict[tuple[str, str], str] = {
+    ("jax", "test_constantofshape_float_ones"): (
+        "XLA compiles static shapes: under jax.jit a shape fed at run time cannot size an "
+        "output (in an exported model the shape is static and folded)"
+    ),
+}
+
+
+def reason(
+    library: str, name: str, record: Mapping[str, Any], ort: Mapping[str, Any] | None
+) -> tuple[str, str]:
+    """Return (category, reason) for a test that does not pass."""
+    message = str(record.get("message", ""))
+    if record["outcome"] == "missing":
+        return "no translator", message
+    lowered = name.lower()
+    for fragment, why in OUT_OF_SCOPE.items():
+        if fragment in lowered:
+            return "out of scope for inference", why
+    if library != "onnxruntime" and ort is not None and ort.get("outcome") != "pass":
+        return "upstream difference", f"onnxruntime: {ort.get('outcome')}; here: {message}"
+    for (lib, pattern), why in KERNEL_LIMITS.items():
+        if lib == library and fnmatch.fnmatchcase(name, pattern):
+            return "unsupported by the library's kernels", why
+    if library == "onnxruntime":
+        return "upstream difference", message
+    return "open", message
+
+
+def annotate(
+    library: str,
+    records: Mapping[str, Mapping[str, Any]],
+    onnxruntime: Mapping[str, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Expectation entries: outcome, vision flag, and category/reason when not passing."""
+    entries = {}
+    for name, record in records.items():
+        entry: dict[str, Any] = {"outcome": record["outcome"], "vision": record["vision"]}
+        if record["outcome"] != "pass":
+            entry["category"], entry["reason"] = reason(
+                library, name, record, onnxruntime.get(name)
+            )
+        entries[name] = entry
+    return entries
