@@ -121,15 +121,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from anpred.report.terminal import print_summary
 
     out = Path(args.out or f"runs/{Path(args.model).stem}")
-    outcome = run(
-        run_options(args),
-        out,
-        threads=args.threads,
-        parallel=args.parallel,
-        timeout=args.timeout,
-        export_timeout=args.export_timeout,
-        max_memory=max_memory(args.max_memory),
-    )
+    options = run_options(args)
+    with _executor(args) as executor:
+        outcome = run(
+            options,
+            out,
+            threads=args.threads,
+            parallel=args.parallel,
+            timeout=args.timeout,
+            export_timeout=args.export_timeout,
+            max_memory=max_memory(args.max_memory),
+            executor=executor,
+        )
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
 
@@ -152,7 +155,70 @@ def run_options(args: argparse.Namespace) -> Any:
         synthetic=args.synthetic,
         isolation=not args.no_isolation,
         input_size=getattr(args, "input_size", None),
+        **_own_model_options(args),
     )
+
+
+def _floats(text: str | None, flag: str) -> tuple[float, ...]:
+    import math
+
+    if text is None:
+        return ()
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise UsageError(f"{flag} takes comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError(f"{flag} takes finite numbers, got {text!r}")
+    return values
+
+
+def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``run_options`` fields of the flags for a user's ONNX file (validated)."""
+    from anpred.interchange.input_shapes import parse_input_shapes
+    from anpred.pipeline.run import is_onnx_path
+
+    given = {
+        flag: value
+        for flag, value in (
+            ("--input-shape", getattr(args, "input_shape", None)),
+            ("--inputs", getattr(args, "inputs", None)),
+            ("--preprocess", getattr(args, "preprocess", None)),
+            ("--mean", getattr(args, "mean", None)),
+            ("--std", getattr(args, "std", None)),
+            ("--bgr", getattr(args, "bgr", False) or None),
+            ("--input-range", getattr(args, "input_range", None)),
+            ("--stages", getattr(args, "stages", None)),
+        )
+        if value is not None
+    }
+    if not given:
+        return {}
+    if not is_onnx_path(args.model):
+        raise UsageError(f"{next(iter(given))} applies to an ONNX file, not a zoo model")
+    shapes = tuple(args.input_shape or ())
+    parse_input_shapes(shapes)
+    std = _floats(args.std, "--std")
+    if any(v == 0 for v in std):
+        raise UsageError("--std values must not be 0")
+    bounds = _floats(args.input_range, "--input-range")
+    if bounds and (len(bounds) != 2 or bounds[0] > bounds[1]):
+        raise UsageError(f"--input-range takes LO,HI with LO <= HI, got {args.input_range!r}")
+    if args.stages is not None and args.stages < 2:
+        raise UsageError("--stages must be at least 2")
+    inputs = args.inputs
+    if inputs is not None and not Path(inputs).is_file():
+        raise UsageError(f"--inputs {inputs!r} does not exist")
+    return {
+        "input_shapes": shapes,
+        "inputs_file": str(Path(inputs).resolve()) if inputs else None,
+        "preprocess": args.preprocess,
+        "mean": _floats(args.mean, "--mean"),
+        "std": std,
+        "bgr": bool(args.bgr),
+        "input_range": bounds,
+        "stages": args.stages,
+    }
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -165,17 +231,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
     out = Path(args.out or f"runs/{Path(args.model).stem}-sweep")
-    result = sweep(
-        run_options(args),
-        sizes,
-        out,
-        say=_say,
-        threads=args.threads,
-        parallel=args.parallel,
-        timeout=args.timeout,
-        export_timeout=args.export_timeout,
-        max_memory=max_memory(args.max_memory),
-    )
+    options = run_options(args)
+    with _executor(args) as executor:
+        result = sweep(
+            options,
+            sizes,
+            out,
+            say=_say,
+            threads=args.threads,
+            parallel=args.parallel,
+            timeout=args.timeout,
+            export_timeout=args.export_timeout,
+            max_memory=max_memory(args.max_memory),
+            executor=executor,
+        )
     print(sweep_table(result))
     print(f"sweep: {SweepStore(out).result_path}")
     return 0
@@ -191,18 +260,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     grid = load_grid(args.config)
     out = Path(args.out)
     EvalStore(out).write_grid(grid.to_dict())
-    results = evaluate(
-        grid,
-        out,
-        say=_say,
-        threads=args.threads,
-        parallel=args.parallel,
-        reanalyse=args.reanalyse,
-    )
+    with _executor(args) as executor:
+        results = evaluate(
+            grid,
+            out,
+            say=_say,
+            threads=args.threads,
+            parallel=args.parallel,
+            reanalyse=args.reanalyse,
+            executor=executor,
+        )
     path = write_tables(results, out)
     print(path.read_text())
     print(f"eval: {path}")
     return 0
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    """The executor of ``--ray`` (local processes when not given); a context manager."""
+    from anpred.execution.executor import open_executor
+
+    return open_executor(getattr(args, "ray", None), args.parallel, args.threads)
 
 
 def _say(message: str) -> None:
@@ -300,6 +378,7 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         help="judge finished fault and configuration runs again from their captures "
         "(after an oracle change; nothing is re-executed)",
     )
+    add_ray_flag(evaluation)
     evaluation.set_defaults(handler=cmd_eval)
 
     report = sub.add_parser(
@@ -362,6 +441,44 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="input side for zoo models (default: the model's own, 640 YOLO / 224 classifiers)",
     )
+    own = parser.add_argument_group("your own ONNX file")
+    own.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="[NAME=]DIMS",
+        help="concrete shape of an input with dynamic dimensions, e.g. images=1x3x640x640 "
+        "(repeatable; a bare 1x3x640x640 when the model has one input); default: the file's "
+        "own, or batch 1 and the preprocessing's side for an image input",
+    )
+    own.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="the inputs themselves: arrays named by model input (a leading N gives N inputs)",
+    )
+    own.add_argument(
+        "--preprocess",
+        choices=("letterbox", "imagenet", "scale", "none"),
+        default=None,
+        help="image preprocessing: letterbox (YOLO, side 640; default), imagenet (crop, "
+        "side 224), scale (resize, /255), none (resize, raw 0-255)",
+    )
+    own.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted after it")
+    own.add_argument("--std", metavar="S[,S,S]", help="per-channel std divided by after it")
+    own.add_argument("--bgr", action="store_true", help="feed the channels in BGR order")
+    own.add_argument(
+        "--input-range",
+        metavar="LO,HI",
+        help="range of seeded random non-image inputs, e.g. 0,255 for bytes, 0,30000 for "
+        "token ids (default: standard normal floats, integers 0-100)",
+    )
+    own.add_argument(
+        "--stages",
+        type=int,
+        default=None,
+        metavar="K",
+        help="automatic anchors: K stages of about equal cost, cut where every path passes "
+        "(default for graphs without module scopes: 8, or 32 with --granularity layer)",
+    )
     model.add_argument(
         "--no-isolation",
         action="store_true",
@@ -398,4 +515,17 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds the model export may take before it counts as hung "
         f"(default {DEFAULT_EXPORT_TIMEOUT:g})",
+    )
+    add_ray_flag(where)
+
+
+def add_ray_flag(group: Any) -> None:
+    """``--ray ADDRESS``: run the workers as Ray tasks (see docs/distributed.md)."""
+    group.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="run the workers as tasks of a Ray cluster: 'local' (an embedded instance with "
+        "--parallel x --threads CPUs), 'auto', or HOST:PORT / ray://HOST:10001; results come "
+        "back to --out (see docs/distributed.md)",
     )

@@ -53,8 +53,10 @@ def _list_targets(args: argparse.Namespace) -> int:
     from anpred.pipeline.run import export_model
 
     with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
+        # a user's ONNX file is exported into the temporary directory: read it before it goes
         export = export_model(_options(args, None), Path(tmp), _say, args.export_timeout)
-    counts = stage_ops(onnx.load(str(export.anchored_path)), stage_anchors(export))
+        graph = onnx.load(str(export.anchored_path))
+    counts = stage_ops(graph, stage_anchors(export))
     for stage, ops in counts.items():
         listed = ", ".join(f"{op}×{n}" for op, n in sorted(ops.items()))
         print(f"{stage:<20} {listed}")

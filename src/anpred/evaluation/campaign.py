@@ -16,6 +16,7 @@ from typing import Any
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid
 from anpred.evaluation.scoring import fault_row
+from anpred.execution.executor import Executor, LocalExecutor
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
 from anpred.inject.spec import FaultSpec
@@ -59,13 +60,14 @@ def derive_run(
     parallel: int = 1,
     reanalyse: bool = False,
     say: Say | None = None,
+    executor: Executor | None = None,
 ) -> Summary:
     """A run directory made from the clean run ``base`` plus participants ``add``.
 
     The clean run's participants (but ``drop``) are linked, not re-run: they are
-    deterministic. Only ``add`` runs, then the whole directory is analysed as any run.
-    Resumable: a finished directory is read back (``reanalyse``: judged again from its
-    captures, e.g. after changing the oracle).
+    deterministic. Only ``add`` runs (on ``executor``; default: local processes), then the
+    whole directory is analysed as any run. Resumable: a finished directory is read back
+    (``reanalyse``: judged again from its captures, e.g. after changing the oracle).
     """
     done = RunStore(out)
     if done.has_summary():
@@ -96,6 +98,7 @@ def derive_run(
         threads,
         parallel,
         store.participant(REFERENCE64).folder,
+        executor=executor,
     )
     merged = {k: v for k, v in workers.items() if k != drop}
     merged.update({name: result.to_dict() for name, result in results.items()})
@@ -115,6 +118,7 @@ def run_fault(
     say: Say,
     threads: int,
     reanalyse: bool = False,
+    executor: Executor | None = None,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row."""
     base_store = RunStore.open(base)
@@ -137,6 +141,7 @@ def run_fault(
         options,
         threads,
         reanalyse=reanalyse,
+        executor=executor,
     )
     return fault_row(summary, clean, model, library, faulty.name, spec)
 
@@ -150,14 +155,62 @@ def run_configurations(
     parallel: int,
     reanalyse: bool = False,
     say: Say | None = None,
+    executor: Executor | None = None,
 ) -> Summary:
     """The real-configuration study of one model: its clean run plus ``configurations``."""
     options = RunStore.open(base).read_settings()
     options["libs"] = [*options["libs"], *configurations]
     participants = parse_participants(list(configurations))
     return derive_run(
-        base, out, model, participants, None, options, threads, parallel, reanalyse, say
+        base, out, model, participants, None, options, threads, parallel, reanalyse, say, executor
     )
+
+
+def run_faults(
+    base: Path,
+    folders: EvalStore,
+    model: str,
+    faults: Sequence[tuple[str, FaultSpec]],
+    clean: Summary,
+    say: Say,
+    threads: int,
+    parallel: int,
+    reanalyse: bool = False,
+    executor: Executor | None = None,
+) -> list[dict[str, Any]]:
+    """Every fault run of one model (``(library, fault)`` pairs); their rows, in order.
+
+    Locally they run one by one; with a distributed ``executor``, up to ``parallel`` at once.
+    """
+
+    def one(index: int, lib: str, spec: FaultSpec) -> dict[str, Any] | None:
+        name = safe_name(f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}")
+        say(
+            f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
+            f"op={spec.op} severity={spec.severity}"
+        )
+        return run_fault(
+            base,
+            folders.fault_run(model, name),
+            model,
+            lib,
+            spec,
+            clean,
+            say,
+            threads,
+            reanalyse,
+            executor,
+        )
+
+    todo = [(i, lib, spec) for i, (lib, spec) in enumerate(faults, 1) if lib != REFERENCE32]
+    if executor is None or isinstance(executor, LocalExecutor):
+        rows = [one(*item) for item in todo]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max(1, parallel), thread_name_prefix="anpred-fault") as pool:
+            rows = list(pool.map(lambda item: one(*item), todo))
+    return [row for row in rows if row is not None]
 
 
 def evaluate(
@@ -167,9 +220,13 @@ def evaluate(
     threads: int = 1,
     parallel: int = 2,
     reanalyse: bool = False,
+    executor: Executor | None = None,
 ) -> list[ModelResult]:
     """Run the whole grid (resumable: finished runs are reused, and judged again from
     their captures with ``reanalyse``; the clean runs are always judged again).
+
+    With a distributed ``executor`` (Ray), up to ``parallel`` fault runs are in flight at
+    once (each one worker job; the cluster schedules them); locally they run one by one.
     """
     results = []
     folders = EvalStore(out)
@@ -184,6 +241,7 @@ def evaluate(
             say=say,
             threads=threads,
             parallel=parallel,
+            executor=executor,
         ).summary
         anchors = clean.anchor_keys
         stages = anchors[:-1] if grid.stages == "all" else list(grid.stages)
@@ -200,27 +258,11 @@ def evaluate(
             for severity in axis.severities
             for stage in stages
         ]
-        for index, (lib, spec) in enumerate(faults, 1):
-            if lib == REFERENCE32:
-                continue
-            name = safe_name(f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}")
-            say(
-                f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
-                f"op={spec.op} severity={spec.severity}"
+        result.rows.extend(
+            run_faults(
+                base, folders, model, faults, clean, say, threads, parallel, reanalyse, executor
             )
-            row = run_fault(
-                base,
-                folders.fault_run(model, name),
-                model,
-                lib,
-                spec,
-                clean,
-                say,
-                threads,
-                reanalyse,
-            )
-            if row is not None:
-                result.rows.append(row)
+        )
         if grid.configurations:
             say(f"== {model}: configurations {','.join(grid.configurations)}")
             result.configurations = run_configurations(
@@ -232,6 +274,7 @@ def evaluate(
                 parallel,
                 reanalyse,
                 say,
+                executor,
             )
         if grid.sizes:
             from anpred.pipeline.sweep import sweep
@@ -246,6 +289,7 @@ def evaluate(
                 say,
                 threads=threads,
                 parallel=parallel,
+                executor=executor,
             )
         results.append(result)
     return results

@@ -41,12 +41,13 @@ from typing import Any
 from anpred.errors import UsageError
 from anpred.execution.executor import Executor, JobEnd, JobSpec, RunningJob
 from anpred.store import ParticipantStore
+from anpred.store.participant import JOB_FILE, LOG_FILE, STATUS_FILE
 
 #: Tasks lost with their node (or Ray worker) are run again up to this many times.
 DEFAULT_MAX_RETRIES = 3
 #: Files of a job's folder that stay on their side: the job file (its paths are the
 #: driver's or the node's) and the log (sent back separately, appended).
-_LOCAL_FILES = ("job.json", "worker.log")
+_LOCAL_FILES = (JOB_FILE, LOG_FILE)
 
 #: Prefix of a task's temporary folder on its node (then the Ray worker's pid).
 _PREFIX = "anpred-job-"
@@ -73,7 +74,7 @@ def unpack(files: Mapping[str, bytes], folder: Path) -> None:
     """
 
     def order(name: str) -> tuple[int, str]:
-        return (2 if name == "status.json" else 1 if name.endswith(".json") else 0, name)
+        return (2 if name == STATUS_FILE else 1 if name.endswith(".json") else 0, name)
 
     for name in sorted(files, key=order):
         target = folder / name

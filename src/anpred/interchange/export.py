@@ -53,6 +53,8 @@ class AnchoredExport:
     anchors: tuple[AnchorOutput, ...]
     #: The weights the graphs were exported with (``seed0``, ``sha256:...``), for zoo models.
     weights_id: str | None = None
+    #: NumPy dtype name of the input (a user's ONNX file may take integers or bytes).
+    input_dtype: str = "float32"
 
     @property
     def anchored_path(self) -> Path:
@@ -78,6 +80,8 @@ class AnchoredExport:
             "opset": self.opset,
             "anchors": [asdict(a) for a in self.anchors],
             "weights_id": self.weights_id,
+            # written only when not float32, so that records of float models stay as they were
+            **({"input_dtype": self.input_dtype} if self.input_dtype != "float32" else {}),
         }
 
     @classmethod
@@ -92,6 +96,7 @@ class AnchoredExport:
                 AnchorOutput(**{**a, "shape": tuple(a["shape"])}) for a in data["anchors"]
             ),
             weights_id=data.get("weights_id"),
+            input_dtype=data.get("input_dtype", "float32"),
         )
 
 

@@ -23,6 +23,15 @@ class RunOptions:
         isolation: Whether to run stage isolation.
         input_size: Input side for zoo models (default: the model's own, e.g. 640 for YOLO).
         extra: Settings of later features (e.g. injected faults), kept in ``run.json``.
+        input_shapes: ``--input-shape`` values (``NAME=1x3x640x640`` or a bare shape).
+        inputs_file: ``--inputs FILE.npz``: the inputs themselves, by model input name.
+        preprocess: Image preprocessing of a user's ONNX file (``letterbox``, ``imagenet``,
+            ``scale``, ``none``); ``None``: letterbox for image inputs.
+        mean: Per-channel mean subtracted after preprocessing (``--mean``).
+        std: Per-channel std divided by after preprocessing (``--std``).
+        bgr: Feed channels in BGR order.
+        input_range: ``(LO, HI)`` of seeded random non-image inputs (``--input-range``).
+        stages: Number of automatic stages of a graph without module scopes (``--stages``).
     """
 
     model: str
@@ -37,8 +46,36 @@ class RunOptions:
     isolation: bool = True
     input_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    input_shapes: tuple[str, ...] = ()
+    inputs_file: str | None = None
+    preprocess: str | None = None
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    bgr: bool = False
+    input_range: tuple[float, ...] = ()
+    stages: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (lists for tuples)."""
+        """Return a JSON-ready dict (lists for tuples).
+
+        Settings added for users' ONNX files (issue 12) are left out while at their
+        defaults, so ``run.json`` of an earlier run still equals its settings (resume).
+        """
         data = asdict(self)
+        for key, default in _LATER_DEFAULTS.items():
+            if data[key] == default:
+                del data[key]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+
+#: Fields added after ``run.json`` files existed, with their defaults (see ``to_dict``).
+_LATER_DEFAULTS: dict[str, Any] = {
+    "input_shapes": (),
+    "inputs_file": None,
+    "preprocess": None,
+    "mean": (),
+    "std": (),
+    "bgr": False,
+    "input_range": (),
+    "stages": None,
+}

@@ -25,10 +25,19 @@ from anpred.store import ParticipantStore, Status, Step
 def _export(request: dict[str, Any]) -> dict[str, Any]:
     """Run the export the request names; return its record."""
     if request.get("onnx"):
+        from anpred.interchange.input_shapes import parse_input_shapes
         from anpred.pipeline.user_onnx import anchored_user_export
 
+        record = request.get("folding_record")
         export = anchored_user_export(
-            Path(request["onnx"]), Path(request["folder"]), request.get("anchors") or ()
+            Path(request["onnx"]),
+            Path(request["folder"]),
+            request.get("anchors") or (),
+            parse_input_shapes(request.get("input_shapes") or ()),
+            request.get("image_size"),
+            Path(record) if record else None,
+            request.get("stages"),
+            request.get("granularity") or "stage",
         )
         return export.to_dict()
     from anpred.interchange.export import export_zoo_model

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from anpred.errors import JobFailedError, UsageError
+from anpred.execution.executor import Executor
 from anpred.execution.memory import limit_env
 from anpred.execution.pool import (
     DEFAULT_EXPORT_TIMEOUT,
@@ -89,11 +90,19 @@ def prepare_inputs(
 ) -> list[str]:
     """Gather and preprocess the inputs into the run store; return input ids in order."""
     from anpred.inputs.images import gather_images
-    from anpred.inputs.preprocess import letterbox, preprocess
+    from anpred.inputs.preprocess import preprocess
 
     store = RunStore(run_dir)
     if store.has_inputs():
         return store.read_input_ids()
+    if export is not None and options.inputs_file:
+        from anpred.inputs.tensors import npz_inputs
+
+        given, sources = npz_inputs(
+            Path(options.inputs_file), export.input_name, export.input_shape, export.input_dtype
+        )
+        store.write_inputs(given, sources)
+        return list(given)
     images = gather_images(
         None if options.image_paths else options.images,
         options.image_paths,
@@ -105,13 +114,24 @@ def prepare_inputs(
         if preprocessing is not None and size is not None:
             arrays[image.id] = preprocess(image, preprocessing, size)
         else:
+            from anpred.inputs.tensors import image_tensor, is_image_shape, random_tensor
+
             assert export is not None
-            shape = export.input_shape
-            if len(shape) == 4 and shape[1] == 3 and shape[2] == shape[3]:
-                arrays[image.id] = letterbox(image.pixels, shape[2])
-            else:
-                rng = np.random.default_rng([options.seed, len(arrays)])
-                arrays[image.id] = rng.standard_normal(shape).astype(np.float32)
+            shape, dtype = export.input_shape, export.input_dtype
+            if is_image_shape(shape):
+                arrays[image.id] = image_tensor(
+                    image.pixels,
+                    shape,
+                    options.preprocess,
+                    options.mean,
+                    options.std,
+                    options.bgr,
+                    dtype,
+                )
+            else:  # not an image: seeded tensors of the input's dtype (the image gives the id)
+                arrays[image.id] = random_tensor(
+                    shape, dtype, options.seed, len(arrays), options.input_range
+                )
     store.write_inputs(arrays, {i.id: i.source for i in images})
     return list(arrays)
 
@@ -147,10 +167,17 @@ def export_model(
         return AnchoredExport.from_dict(store.read_export())
     request: dict[str, Any] = {"anchors": list(options.anchors)}
     if is_onnx_path(options.model):
+        from anpred.inputs.tensors import image_side
+
         request.update(
             {
                 "onnx": str(Path(options.model).resolve()),
                 "folder": str(store.model_dir.resolve()),
+                "input_shapes": list(options.input_shapes),
+                "image_size": image_side(options.preprocess, options.input_size),
+                "folding_record": str(store.folding_path.resolve()),
+                "stages": options.stages,
+                "granularity": options.granularity,
             }
         )
     else:
@@ -252,10 +279,12 @@ def resume_workers(
     isolation_source: Path | None,
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the participants that have not finished in ``run_dir`` yet; reuse the others.
 
-    ``env`` holds extra environment variables of every worker (e.g. its memory limit).
+    ``env`` holds extra environment variables of every worker (e.g. its memory limit);
+    ``executor`` says where they run (default: local processes).
     """
 
     def progress(name: str, message: str) -> None:
@@ -283,6 +312,7 @@ def resume_workers(
                 timeout=timeout,
                 progress=progress,
                 env=env,
+                executor=executor,
             )
         )
     return results
@@ -325,6 +355,7 @@ def execute(
     parallel: int,
     timeout: float | None,
     env: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference, then every participant; skip finished ones (resume)."""
     store = RunStore(run_dir)
@@ -355,6 +386,7 @@ def execute(
                 source if options.isolation else None,
                 timeout,
                 env,
+                executor,
             )
         )
     order = [REFERENCE64, *(p.name for p in participants)]
@@ -370,6 +402,7 @@ def run(
     timeout: float | None = None,
     export_timeout: float = DEFAULT_EXPORT_TIMEOUT,
     max_memory: int | None | Literal["default"] = "default",
+    executor: Executor | None = None,
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
@@ -377,6 +410,8 @@ def run(
     available now; ``None``: no budget). A run estimated above it is refused before
     anything large is allocated, and every worker is stopped, as a recorded crash of its
     participant, when it alone goes over it (:mod:`anpred.pipeline.budget`).
+    ``executor`` runs the participants' workers (default: local processes; see
+    :mod:`anpred.execution.executor`); the export and the analysis run here.
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -428,7 +463,17 @@ def run(
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
     results = execute(
-        options, out, participants, export, input_ids, say, threads, parallel, timeout, limits
+        options,
+        out,
+        participants,
+        export,
+        input_ids,
+        say,
+        threads,
+        parallel,
+        timeout,
+        limits,
+        executor,
     )
     RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
     from anpred.pipeline.analyse import analyse

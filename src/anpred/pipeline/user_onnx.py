@@ -1,16 +1,18 @@
-"""A user's own ONNX file: anchors by tensor name, or inferred from module scopes.
+"""A user's own ONNX file: anchors by tensor name, inferred from module scopes, or automatic.
 
 Runs in the prepare worker process (static shapes are materialised with onnxruntime).
 
 The legacy torch exporter names nodes after module scopes (``/model.2/cv1/conv/Conv``);
 the last tensor produced inside each top-level scope (``model.2``) becomes an anchor.
+Graphs without scopes (paddle2onnx, tf2onnx, hand-built) get automatic stage anchors from
+their dataflow graph (:mod:`anpred.interchange.auto_anchors`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -62,19 +64,72 @@ def infer_anchors(model: onnx.ModelProto) -> list[str]:
     return [last[s] for s in order if last[s] not in finals]
 
 
-def anchored_user_export(source: Path, folder: Path, anchors: Sequence[str] = ()) -> AnchoredExport:
+def _static_model(
+    source: Path,
+    input_shapes: Mapping[str | None, tuple[int, ...]],
+    image_size: int | None,
+    folding_record: Path | None,
+) -> onnx.ModelProto:
+    """Load the file, fix its input shapes and fold its shape arithmetic (recorded)."""
+    from anpred.interchange.folding import fold_shapes
+    from anpred.interchange.input_shapes import (
+        fix_input_shapes,
+        graph_inputs,
+        resolve_input_shapes,
+    )
+
+    model = load_onnx(source)
+    inputs = graph_inputs(model)
+    if len(inputs) != 1:
+        raise UsageError(
+            f"{source.name} has {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); "
+            "anpred runs models with one input so far"
+        )
+    shapes = resolve_input_shapes(inputs, input_shapes, image_size, source.name)
+    fix_input_shapes(model, shapes)
+    model, record = fold_shapes(model, shapes)
+    if folding_record is not None:
+        from anpred.store.files import write_json
+
+        write_json(folding_record, record)
+    return model
+
+
+def anchored_user_export(
+    source: Path,
+    folder: Path,
+    anchors: Sequence[str] = (),
+    input_shapes: Mapping[str | None, tuple[int, ...]] | None = None,
+    image_size: int | None = None,
+    folding_record: Path | None = None,
+    stages: int | None = None,
+    granularity: str = "stage",
+) -> AnchoredExport:
     """Write ``anchored.onnx``/``plain.onnx`` for a user model and return the export.
+
+    The input shapes are made concrete (:mod:`anpred.interchange.input_shapes`) and the
+    shape arithmetic folded (:mod:`anpred.interchange.folding`) first.
 
     Args:
         source: The user's ONNX file.
         folder: Where to write the graphs (inside the run directory).
         anchors: Tensor names to use as anchors; inferred from module scopes when empty.
+        input_shapes: ``--input-shape`` values by input name (``None``: the only input).
+        image_size: Side of dynamic image height/width (the preprocessing's size).
+        folding_record: Where to write the record of the folding (the run store's path).
+        stages: ``--stages K``: automatic anchors (:mod:`anpred.interchange.auto_anchors`)
+            even when node names carry scopes; they are used anyway when none do.
+        granularity: ``stage`` or ``layer``: the default K of automatic anchors.
 
     Raises:
-        UsageError: On an invalid file, unknown tensor names, or dynamic input shapes.
+        UsageError: On an invalid file, unknown tensor names, or dynamic input shapes
+            nothing gives a value.
     """
-    model = load_onnx(source)
-    inferred = onnx.shape_inference.infer_shapes(model)
+    from anpred.interchange.auto_anchors import DEFAULT_STAGES, auto_anchors, has_scopes
+    from anpred.interchange.static_shapes import annotate_static_shapes
+
+    model = _static_model(source, input_shapes or {}, image_size, folding_record)
+    inferred = annotate_static_shapes(model)
     graph = inferred.graph
     produced = {out for node in graph.node for out in node.output}
     unknown = [a for a in anchors if a not in produced]
@@ -83,39 +138,40 @@ def anchored_user_export(source: Path, folder: Path, anchors: Sequence[str] = ()
             f"no tensor named {', '.join(unknown[:3])} in {source.name}; "
             "--anchors takes tensor names of the graph"
         )
-    names = list(anchors) or infer_anchors(model)
+    if anchors:
+        keyed = [(a, a) for a in anchors]
+    elif stages is not None or not has_scopes(model):
+        keyed = auto_anchors(inferred, stages or DEFAULT_STAGES.get(granularity, 8))
+    else:
+        keyed = [(a, a) for a in infer_anchors(model)]
     inits = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
-    if len(inputs) != 1:
-        raise UsageError(f"{source.name} has {len(inputs)} inputs; anpred supports one input")
-    dims = inputs[0].type.tensor_type.shape.dim
-    shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
-    if any(s <= 0 for s in shape):
-        raise UsageError(f"{source.name}: input shape {shape} is not static")
+    shape = tuple(int(d.dim_value) for d in inputs[0].type.tensor_type.shape.dim)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(inputs[0].type.tensor_type.elem_type).name
     infos = {vi.name: vi for vi in list(graph.value_info) + list(graph.output)}
     final = graph.output[0].name
     folder.mkdir(parents=True, exist_ok=True)
     plain = onnx.ModelProto()
     plain.CopyFrom(model)
     del plain.graph.output[1:]
-    from anpred.interchange.static_shapes import annotate_static_shapes
-
     onnx.save(annotate_static_shapes(plain), str(folder / "plain.onnx"))
     anchored = onnx.ModelProto()
     anchored.CopyFrom(inferred)
     del anchored.graph.output[:]
     anchored.graph.output.append(infos[final])
     records = []
-    for name in names:
+    for key, name in keyed:
         if name not in infos:
             raise UsageError(f"cannot infer the shape of tensor {name!r}")
         anchored.graph.output.append(infos[name])
         shp = tuple(d.dim_value for d in infos[name].type.tensor_type.shape.dim)
-        records.append(AnchorOutput(name, name, "", "user", name, shp))
+        records.append(AnchorOutput(key, key, "", "user" if key == name else "auto", name, shp))
     out_shape = tuple(d.dim_value for d in infos[final].type.tensor_type.shape.dim)
     records.append(AnchorOutput(OUTPUT_ANCHOR, OUTPUT_ANCHOR, "", "head", final, out_shape))
     onnx.save(annotate_static_shapes(anchored), str(folder / "anchored.onnx"))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    export = AnchoredExport(folder, inputs[0].name, shape, int(opset), tuple(records))
+    export = AnchoredExport(
+        folder, inputs[0].name, shape, int(opset), tuple(records), input_dtype=dtype
+    )
     (folder / "export.json").write_text(json.dumps(export.to_dict(), indent=1))
     return export

@@ -34,6 +34,7 @@ _MARKER = "store.json"
 _SETTINGS = "run.json"
 _EXPORT = "model.json"
 _MODEL_DIR = "model"
+_FOLDING = "folding.json"
 _INPUTS = "inputs.npz"
 _INPUTS_META = "inputs.json"
 _CAPTURES = "captures"
@@ -208,6 +209,11 @@ class RunStore:
     def model_dir(self) -> Path:
         """Folder of a user's ONNX file's anchored and plain graphs."""
         return self.root / _MODEL_DIR
+
+    @property
+    def folding_path(self) -> Path:
+        """What folding a user's ONNX file's shape arithmetic did, and how it was checked."""
+        return self.root / _FOLDING
 
     @property
     def export_job(self) -> ParticipantStore:

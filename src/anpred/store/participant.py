@@ -25,6 +25,9 @@ ISOLATED = "isolated"
 _JOB = "job.json"
 _STATUS = "status.json"
 _LOG = "worker.log"
+#: File names of a job folder, for code that ships a folder elsewhere (the Ray executor):
+#: the job file, the log, and the status record (written last).
+JOB_FILE, LOG_FILE, STATUS_FILE = _JOB, _LOG, _STATUS
 
 
 def safe_name(participant: str) -> str:

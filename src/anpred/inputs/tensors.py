@@ -1,0 +1,177 @@
+"""Inputs of a user's ONNX file: preprocessed images, arrays from a file, or seeded tensors.
+
+* An **image input** (NCHW, 1 or 3 channels) gets the bundled or given photographs,
+  preprocessed to its height and width: ``letterbox`` (keep aspect, pad grey 114, /255),
+  ``imagenet`` (resize the short side by 256/224, centre crop, /255, ImageNet mean/std),
+  ``scale`` (resize, /255) or ``none`` (resize, raw 0-255 values). ``--mean``/``--std``
+  (per channel, in the order the model takes its channels) are applied after; ``--bgr``
+  reverses the channel order first; a 1-channel model gets luma (ITU-R 601, Pillow's ``L``).
+* ``--inputs FILE.npz``: arrays named by model input; an array whose leading axis is N where
+  the model's batch is 1 gives N inputs.
+* Any other input: seeded random tensors of its dtype and shape -- standard normal floats
+  (uniform in ``--input-range LO,HI`` when given), integers uniform in ``[LO, HI]`` (default
+  0-255 for uint8, -128-127 for int8, 0-1 for bool, 0-100 otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from anpred.errors import UsageError
+from anpred.inputs.preprocess import IMAGENET_MEAN, IMAGENET_STD, _resize, letterbox
+
+#: Image preprocessings of a user's ONNX file, with the side a dynamic image input gets.
+PREPROCESS_SIDES = {"letterbox": 640, "imagenet": 224, "scale": 640, "none": 640}
+#: Default preprocessing of an image input.
+DEFAULT_PREPROCESS = "letterbox"
+
+
+def image_side(preprocess: str | None, input_size: int | None) -> int:
+    """The side of a dynamic image input: ``--input-size``, else the preprocessing's own."""
+    return input_size or PREPROCESS_SIDES[preprocess or DEFAULT_PREPROCESS]
+
+
+def is_image_shape(shape: Sequence[int]) -> bool:
+    """NCHW with 1 or 3 channels."""
+    return len(shape) == 4 and shape[1] in (1, 3)
+
+
+def _letterbox_hw(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    if height == width and pixels.ndim == 3:  # the zoo's letterbox, bit for bit
+        return letterbox(pixels, height)[0].transpose(1, 2, 0)
+    h, w = pixels.shape[:2]
+    ratio = min(height / h, width / w)
+    new_w, new_h = max(1, round(w * ratio)), max(1, round(h * ratio))
+    resized = _resize(pixels, new_w, new_h) if (new_w, new_h) != (w, h) else pixels
+    channels = pixels.shape[2] if pixels.ndim == 3 else 1
+    canvas = np.full((height, width, channels), 114, dtype=np.uint8)
+    top, left = (height - new_h) // 2, (width - new_w) // 2
+    canvas[top : top + new_h, left : left + new_w] = resized.reshape(new_h, new_w, -1)
+    return canvas.astype(np.float32) / 255.0
+
+
+def _centre_crop(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    resize = round(min(height, width) * 256 / 224)
+    h, w = pixels.shape[:2]
+    scale = resize / min(h, w)
+    new_w, new_h = max(width, round(w * scale)), max(height, round(h * scale))
+    resized = _resize(pixels, new_w, new_h).reshape(new_h, new_w, -1)
+    top, left = (new_h - height) // 2, (new_w - width) // 2
+    return resized[top : top + height, left : left + width].astype(np.float32) / 255.0
+
+
+def image_tensor(
+    pixels: np.ndarray,
+    shape: Sequence[int],
+    kind: str | None = None,
+    mean: Sequence[float] = (),
+    std: Sequence[float] = (),
+    bgr: bool = False,
+    dtype: str = "float32",
+) -> np.ndarray:
+    """One RGB photograph (``H x W x 3`` uint8) as an NCHW input of ``shape``.
+
+    Raises:
+        UsageError: ``mean``/``std`` with a length other than 1 or the channel count.
+    """
+    from PIL import Image
+
+    kind = kind or DEFAULT_PREPROCESS
+    batch, channels, height, width = (int(d) for d in shape)
+    if channels == 1:  # 2-D: Pillow resizes it as a grey image
+        pixels = np.asarray(Image.fromarray(pixels).convert("L"))
+    elif bgr:
+        pixels = np.ascontiguousarray(pixels[:, :, ::-1])
+    if kind == "letterbox":
+        hwc = _letterbox_hw(pixels, height, width)
+    elif kind == "imagenet":
+        hwc = _centre_crop(pixels, height, width)
+        mean = mean or (IMAGENET_MEAN.tolist()[:channels] if channels == 3 else ())
+        std = std or (IMAGENET_STD.tolist()[:channels] if channels == 3 else ())
+    else:
+        resized = _resize(pixels, width, height).reshape(height, width, channels)
+        hwc = resized.astype(np.float32) / (255.0 if kind == "scale" else 1.0)
+    for flag, values in (("--mean", mean), ("--std", std)):
+        if len(values) not in (0, 1, channels):
+            raise UsageError(f"{flag} takes 1 or {channels} values for this model, "
+                             f"got {len(values)}")
+    if mean:
+        hwc = hwc - np.asarray(mean, np.float32)
+    if std:
+        hwc = hwc / np.asarray(std, np.float32)
+    chw = hwc.transpose(2, 0, 1)[None].astype(np.float32)
+    return np.repeat(chw, batch, axis=0).astype(dtype)
+
+
+def _default_range(dtype: np.dtype) -> tuple[float, float]:
+    if dtype == np.bool_:
+        return 0, 1
+    if dtype == np.uint8:
+        return 0, 255
+    if dtype == np.int8:
+        return -128, 127
+    return 0, 100
+
+
+def random_tensor(
+    shape: Sequence[int],
+    dtype: str,
+    seed: int,
+    index: int,
+    input_range: Sequence[float] = (),
+) -> np.ndarray:
+    """A seeded random input of ``shape`` and ``dtype`` (see the module docstring)."""
+    rng = np.random.default_rng([seed, index])
+    kind = np.dtype(dtype)
+    if np.issubdtype(kind, np.floating):
+        if input_range:
+            return rng.uniform(input_range[0], input_range[1], tuple(shape)).astype(kind)
+        return rng.standard_normal(tuple(shape)).astype(kind)
+    lo, hi = input_range or _default_range(kind)
+    return rng.integers(int(lo), int(hi), tuple(shape), endpoint=True).astype(kind)
+
+
+def npz_inputs(
+    path: Path, name: str, shape: Sequence[int], dtype: str
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The inputs in ``path`` (``--inputs FILE.npz``) for the model input ``name``.
+
+    Returns:
+        Arrays by input id (``input0``, ...) and where each came from.
+
+    Raises:
+        UsageError: Unreadable file, no array named ``name``, or a shape/dtype that does
+            not fit the input.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--inputs {str(path)!r} is not a readable .npz file ({err})") from None
+    if name not in arrays:
+        raise UsageError(f"--inputs {path.name} has no array named {name!r} (the model's "
+                         f"input); it holds {', '.join(arrays) or 'nothing'}")
+    array, shape = arrays[name], tuple(shape)
+    if array.shape == shape:
+        batches = [array]
+    elif shape and shape[0] == 1 and array.ndim == len(shape) and array.shape[1:] == shape[1:]:
+        batches = [array[i : i + 1] for i in range(array.shape[0])]
+    elif array.shape[1:] == shape:
+        batches = list(array)
+    else:
+        raise UsageError(f"--inputs {path.name}: array {name!r} has shape "
+                         f"{'x'.join(map(str, array.shape))}; the model takes "
+                         f"{'x'.join(map(str, shape))} (a leading N gives N inputs)")
+    if not batches:
+        raise UsageError(f"--inputs {path.name}: array {name!r} holds no input")
+    if not np.can_cast(array.dtype, dtype, "same_kind"):
+        raise UsageError(f"--inputs {path.name}: array {name!r} is {array.dtype}; the model "
+                         f"takes {dtype}")
+    ids = [f"input{i}" for i in range(len(batches))]
+    return (
+        {i: np.ascontiguousarray(b, dtype=dtype) for i, b in zip(ids, batches, strict=True)},
+        {i: f"{path}[{n}]" for n, i in enumerate(ids)},
+    )
