@@ -43,3 +43,13 @@ class JobFailedError(AnpredError):
     """A job a run depends on (the model export) crashed, failed or timed out (exit code 3)."""
 
     exit_code = 3
+
+
+class DamagedRunError(UsageError):
+    """A file of a run directory is unreadable, cut short or not what anpred writes."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(
+            f"run directory file {str(path)!r} is damaged ({reason}); it was changed or cut "
+            "short outside anpred: remove it to recompute it, or use another --out"
+        )

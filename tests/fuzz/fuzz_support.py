@@ -228,26 +228,7 @@ class KnownBug:
 #: Violations that are known and reported (see the fuzz section of docs / the lead's note).
 #: ``entry`` is matched as a prefix of the case's entry point, ``signature`` as a regular
 #: expression against the case's stderr.
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "report DIR",
-        r"internal error: (JSONDecodeError|BadZipFile|FileNotFoundError|KeyError|TypeError|"
-        r"AttributeError|ValueError|UnicodeDecodeError|IsADirectoryError|NotADirectoryError|"
-        r"EOFError|OSError|IndexError|UnpicklingError|ArrowInvalid|OverflowError|"
-        r"RecursionError|PermissionError|zipfile)",
-        "the run store reads its files without validating them: a tampered or truncated "
-        "JSON/npz file in a run directory is an internal error (store/, pipeline/analyse.py)",
-    ),
-    KnownBug(
-        "run --out EXISTING",
-        r"internal error: (JSONDecodeError|BadZipFile|FileNotFoundError|KeyError|TypeError|"
-        r"AttributeError|ValueError|UnicodeDecodeError|IsADirectoryError|NotADirectoryError|"
-        r"EOFError|OSError|IndexError|UnpicklingError|ArrowInvalid|OverflowError|"
-        r"RecursionError|PermissionError|zipfile)",
-        "resume reads the run directory without validating it: a tampered or truncated "
-        "JSON/npz file is an internal error (pipeline/run.py, store/)",
-    ),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
 def violations(result: CliResult, expect: str = "any", quick: bool = False) -> list[str]:

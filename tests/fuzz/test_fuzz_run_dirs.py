@@ -190,11 +190,6 @@ def test_fuzz_resume_on_tampered_run_dirs() -> None:
         ("captures/openvino/bus.capture.npz", b"PK\x03\x04 truncated"),
     ],
 )
-@pytest.mark.xfail(
-    strict=False,
-    reason="the run store reads its files without validating them: a tampered or truncated "
-    "file in a run directory is an internal error (store/, pipeline/analyse.py)",
-)
 def test_report_refuses_a_corrupt_run_file_in_one_line(name: str, content: bytes) -> None:
     with case_dir() as tmp:
         run_dir = _copy(GOLDEN_RUN, tmp / "run")

@@ -12,6 +12,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from anpred import __version__
 from anpred.errors import AnpredError
@@ -77,9 +78,14 @@ def _handle(args: argparse.Namespace) -> int:
             traceback.print_exc()
         print(f"anpred: error: {err}", file=sys.stderr)
         return err.exit_code
-    except Exception as err:  # a bug: still one line unless --debug
+    except Exception as err:  # a bug, or a run directory damaged outside anpred
         if args.debug:
             traceback.print_exc()
+        damage = _damage(args)
+        if damage:
+            more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+            print(f"anpred: error: {damage[0]}{more}", file=sys.stderr)
+            return 2
         print(
             f"anpred: internal error: {err.__class__.__name__}: {err} "
             "(run with --debug for the traceback)",
@@ -89,6 +95,19 @@ def _handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("anpred: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+
+
+def _damage(args: argparse.Namespace) -> list[str]:
+    """Damaged files of the run directory the command read, if it read one."""
+    folder = getattr(args, "run_dir", None) or getattr(args, "out", None)
+    if not folder or not Path(folder).is_dir():
+        return []
+    from anpred.store.damage import find_damage
+
+    try:
+        return find_damage(Path(folder))
+    except Exception:  # the check itself must never hide the original error
+        return []
 
 
 if __name__ == "__main__":

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
+
+from anpred.errors import DamagedRunError
 
 #: Key of the observer-effect output (final output without anchors) inside a capture file.
 PLAIN_KEY = "__plain__"
@@ -26,9 +29,53 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON file."""
-    return json.loads(Path(path).read_text())
+def _reason(err: BaseException) -> str:
+    text = str(err).splitlines()[0][:120] if str(err) else ""
+    return f"{err.__class__.__name__}: {text}" if text else err.__class__.__name__
+
+
+def read_json(path: Path, kind: type | None = None) -> Any:
+    """Read a JSON file of a run directory.
+
+    Args:
+        path: The file.
+        kind: The type its top-level value must have (e.g. ``dict``), if any.
+
+    Raises:
+        DamagedRunError: The file is unreadable, not JSON, or of the wrong shape.
+    """
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: JSON and UTF-8 decoding errors
+        raise DamagedRunError(path, _reason(err)) from None
+    if kind is not None and not isinstance(value, kind):
+        raise DamagedRunError(path, f"holds a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def load_npz(path: Path) -> Any:
+    """Open an ``.npz`` of a run directory lazily (arrays are read on access).
+
+    Raises:
+        DamagedRunError: The file is unreadable or not an ``.npz``.
+    """
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DamagedRunError(path, _reason(err)) from None
+
+
+def read_array(data: Any, key: str, path: Path) -> np.ndarray:
+    """Read one array of an opened ``.npz``.
+
+    Raises:
+        DamagedRunError: The array is missing, corrupt, or holds Python objects.
+        KeyError: Never: a missing key is a damaged file here.
+    """
+    try:
+        return data[key]
+    except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DamagedRunError(path, _reason(err)) from None
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -56,12 +103,17 @@ class CaptureFile:
     """
 
     def __init__(self, arrays: Path, meta: Path) -> None:
-        self.meta: dict[str, Any] = read_json(meta)
-        self._data = np.load(arrays)
+        self.meta: dict[str, Any] = read_json(meta, dict)
+        self.path = Path(arrays)
+        self._data = load_npz(arrays)
 
     def __getitem__(self, key: str) -> np.ndarray:
-        """Read one array (an anchor key, or :data:`PLAIN_KEY`)."""
-        return self._data[key]
+        """Read one array (an anchor key, or :data:`PLAIN_KEY`).
+
+        Raises:
+            DamagedRunError: The array is missing or corrupt.
+        """
+        return read_array(self._data, key, self.path)
 
     def keys(self) -> list[str]:
         """Keys of the stored arrays."""
@@ -73,7 +125,7 @@ class CaptureFile:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Read every array."""
-        return {key: self._data[key] for key in self._data.files}
+        return {key: self[key] for key in self._data.files}
 
     def close(self) -> None:
         """Close the ``.npz`` file."""

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from anpred.errors import UsageError
-from anpred.store.files import read_json, write_json
+from anpred.errors import DamagedRunError, UsageError
+from anpred.store.files import load_npz, read_array, read_json, write_json
 from anpred.store.participant import ParticipantStore, safe_name
 
 #: The store format this anpred writes, and the newest it reads.
@@ -48,6 +48,22 @@ _REPORT = "report.html"
 PLOTS_FOLDER = "plots"
 #: ``anpred inject``'s record of what was injected where (help texts name it).
 GROUND_TRUTH_FILE = "ground_truth.json"
+
+
+def _field(path: Path, key: str, kind: type, default: Any = None) -> Any:
+    """One top-level field of a JSON record, checked.
+
+    Raises:
+        DamagedRunError: The file is damaged, or the field is missing (without a default)
+            or of another type.
+    """
+    record = read_json(path, dict)
+    if key not in record and default is not None:
+        return default
+    value = record.get(key)
+    if not isinstance(value, kind):
+        raise DamagedRunError(path, f"its {key!r} is not a {kind.__name__}")
+    return value
 
 
 def _link(target: Path, link: Path) -> None:
@@ -187,7 +203,7 @@ class RunStore:
 
     def read_settings(self) -> dict[str, Any]:
         """The run's settings (``RunOptions.to_dict()``)."""
-        return read_json(self.root / _SETTINGS)
+        return read_json(self.root / _SETTINGS, dict)
 
     def write_settings(self, settings: Mapping[str, Any]) -> None:
         """Write the run's settings."""
@@ -199,7 +215,7 @@ class RunStore:
 
     def read_export(self) -> dict[str, Any]:
         """The anchored export record (``AnchoredExport.to_dict()``)."""
-        return read_json(self.root / _EXPORT)
+        return read_json(self.root / _EXPORT, dict)
 
     def write_export(self, export: Mapping[str, Any]) -> None:
         """Record the anchored export."""
@@ -240,16 +256,16 @@ class RunStore:
 
     def read_input_ids(self) -> list[str]:
         """Input ids, in order."""
-        return list(read_json(self.root / _INPUTS_META)["ids"])
+        return list(_field(self.root / _INPUTS_META, "ids", list))
 
     def read_input_sources(self) -> dict[str, str]:
         """Where each input came from (file path, bundled photo, synthetic seed)."""
-        return dict(read_json(self.root / _INPUTS_META).get("sources", {}))
+        return dict(_field(self.root / _INPUTS_META, "sources", dict, {}))
 
     def load_inputs(self) -> dict[str, np.ndarray]:
         """Every preprocessed input."""
-        with np.load(self.inputs_path) as data:
-            return {key: data[key] for key in data.files}
+        with load_npz(self.inputs_path) as data:
+            return {key: read_array(data, key, self.inputs_path) for key in data.files}
 
     # -- participants ----------------------------------------------------------------------
 
@@ -271,7 +287,7 @@ class RunStore:
     def read_participants(self) -> dict[str, Any]:
         """The workers' results, by participant (``{}`` when none are recorded)."""
         path = self.root / _PARTICIPANTS
-        return read_json(path) if path.exists() else {}
+        return read_json(path, dict) if path.exists() else {}
 
     def write_participants(self, results: Mapping[str, Any]) -> None:
         """Record the workers' results, by participant."""
@@ -316,7 +332,7 @@ class RunStore:
     def read_machine(self) -> dict[str, Any] | None:
         """The machine record, or ``None`` for runs recorded before it existed."""
         path = self.root / _MACHINE
-        return read_json(path) if path.exists() else None
+        return read_json(path, dict) if path.exists() else None
 
     @property
     def summary_path(self) -> Path:
@@ -329,7 +345,7 @@ class RunStore:
 
     def read_summary(self) -> dict[str, Any]:
         """The summary as written."""
-        return read_json(self.summary_path)
+        return read_json(self.summary_path, dict)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Write the summary."""
@@ -352,7 +368,7 @@ class RunStore:
 
     def read_ground_truth(self) -> dict[str, Any]:
         """The ground-truth record."""
-        return read_json(self.ground_truth_path)
+        return read_json(self.ground_truth_path, dict)
 
     def write_ground_truth(self, truth: Mapping[str, Any]) -> None:
         """Write the ground-truth record."""

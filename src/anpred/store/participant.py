@@ -76,7 +76,7 @@ class ParticipantStore:
     @staticmethod
     def load_job(path: Path) -> dict[str, Any]:
         """Read a job file given by path (a worker process's argument)."""
-        return read_json(path)
+        return read_json(path, dict)
 
     def open_log(self) -> IO[bytes]:
         """Open the worker log for appending (the caller closes it)."""
@@ -89,7 +89,7 @@ class ParticipantStore:
     def read_status(self) -> dict[str, Any]:
         """The job's status record (``{}`` when none was written)."""
         path = self.folder / _STATUS
-        return read_json(path) if path.exists() else {}
+        return read_json(path, dict) if path.exists() else {}
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         """Replace the status record."""
@@ -124,7 +124,7 @@ class ParticipantStore:
 
     def read_capture_meta(self, input_id: str, kind: str = CAPTURE) -> dict[str, Any]:
         """The record of one capture (layouts, observer record, non-finite anchors)."""
-        return read_json(self._meta_path(input_id, kind))
+        return read_json(self._meta_path(input_id, kind), dict)
 
     def open_capture(self, input_id: str, kind: str = CAPTURE) -> CaptureFile | None:
         """Open one capture lazily (``None`` when it is not done)."""
