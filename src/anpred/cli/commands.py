@@ -115,6 +115,17 @@ def max_memory(text: str | None) -> int | None | Literal["default"]:
     return parse_size(text)
 
 
+def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """How ``run`` executes, from the execution flags ``add_run_flags`` defines."""
+    return {
+        "threads": args.threads,
+        "parallel": args.parallel,
+        "timeout": args.timeout,
+        "export_timeout": args.export_timeout,
+        "max_memory": max_memory(args.max_memory),
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an anchor-level analysis."""
     from anpred.pipeline.run import run
@@ -126,11 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run(
             options,
             out,
-            threads=args.threads,
-            parallel=args.parallel,
-            timeout=args.timeout,
-            export_timeout=args.export_timeout,
-            max_memory=max_memory(args.max_memory),
+            **execution_settings(args),
             executor=executor,
         )
     print_summary(outcome.summary, outcome.run_dir)
@@ -238,11 +245,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             sizes,
             out,
             say=_say,
-            threads=args.threads,
-            parallel=args.parallel,
-            timeout=args.timeout,
-            export_timeout=args.export_timeout,
-            max_memory=max_memory(args.max_memory),
+            **execution_settings(args),
             executor=executor,
         )
     print(sweep_table(result))

@@ -67,7 +67,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     """Inject a fault into one participant, run the analysis, write ``ground_truth.json``."""
     import onnx
 
-    from anpred.cli.commands import max_memory
+    from anpred.cli.commands import execution_settings
     from anpred.evaluation.scoring import score_injection
     from anpred.inject.ground_truth import injection_record
     from anpred.inject.participants import apply_faults, faulty_name
@@ -110,11 +110,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
         options,
         out,
         say=_say,
-        threads=args.threads,
-        parallel=args.parallel,
-        timeout=args.timeout,
-        export_timeout=args.export_timeout,
-        max_memory=max_memory(args.max_memory),
+        **execution_settings(args),
     )
     store = RunStore(out)
     workers = store.read_participants()
