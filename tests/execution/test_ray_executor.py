@@ -141,3 +141,20 @@ def test_a_job_larger_than_any_node_is_refused(
 def test_starting_ray_keeps_the_sigterm_handler(ray_executor: Executor) -> None:
     """Ray installs its own; anpred's (SIGTERM stops the workers, exit 130) must stay."""
     assert signal.getsignal(signal.SIGTERM) is on_sigterm
+
+
+def test_ray_is_told_not_to_report_usage_statistics(ray_executor: Executor) -> None:
+    """anpred never phones home: Ray's usage reporting is off in the driver and the nodes."""
+    import os
+
+    import ray
+
+    from anpred.execution.ray_executor import USAGE_STATS_ENV
+
+    assert os.environ[USAGE_STATS_ENV] == "0"
+
+    @ray.remote
+    def node_setting() -> str | None:
+        return os.environ.get(USAGE_STATS_ENV)
+
+    assert ray.get(node_setting.remote()) == "0"

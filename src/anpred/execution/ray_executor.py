@@ -49,6 +49,8 @@ DEFAULT_MAX_RETRIES = 3
 #: driver's or the node's) and the log (sent back separately, appended).
 _LOCAL_FILES = (JOB_FILE, LOG_FILE)
 
+#: Ray's switch for reporting usage statistics to its vendor.
+USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
 #: Prefix of a task's temporary folder on its node (then the Ray worker's pid).
 _PREFIX = "anpred-job-"
 
@@ -227,10 +229,14 @@ class RayExecutor(Executor):
     def __init__(
         self, address: str, num_cpus: int | None = None, max_retries: int = DEFAULT_MAX_RETRIES
     ) -> None:
+        # Ray reports usage statistics to its vendor unless told not to; anpred never phones
+        # home (an embedded instance and its processes inherit this; a cluster started by
+        # `ray start` follows its own setting: docs/distributed.md)
+        os.environ[USAGE_STATS_ENV] = "0"
         try:
             import ray
         except ImportError:
-            raise UsageError("--ray needs Ray; install it with: pip install 'ray>=2.60'") from None
+            raise UsageError("--ray needs Ray: pip install 'anpred[ray]'") from None
         self.address = address
         self.max_retries = max_retries
         self._owns = not ray.is_initialized()
