@@ -80,6 +80,14 @@ class Library:
         in_all: Whether ``--libs all`` includes its default configuration.
         requirement: What ``pip install`` needs when it is not an anpred extra (a library
             added by a plugin, e.g. ``"anpred-mnn"``); overrides ``extra`` in install hints.
+        environment: Name of the library's own pinned environment
+            (``requirements/runtimes/<environment>.txt``, built by ``make env``); ``""``
+            when it lives in anpred's main environment. Its worker runs that environment's
+            Python (deployment runtimes whose converters pin conflicting versions).
+        converter: For :attr:`Loads.CONVERTED_ARTIFACT`: the converter's display name
+            (``"onnx2tf"``, ``"pnnx"``, ...) shown by ``anpred libs``.
+        converter_distributions: Distributions whose version is the converter's version
+            (first installed one).
     """
 
     name: str
@@ -94,6 +102,9 @@ class Library:
     shares_process: bool = True
     in_all: bool = True
     requirement: str = ""
+    environment: str = ""
+    converter: str = ""
+    converter_distributions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"library descriptor {self.name!r}"
@@ -111,6 +122,7 @@ class Library:
         if bad:
             raise UsageError(f"{where}: configuration names must match {_CONFIG.pattern}: {bad}")
         object.__setattr__(self, "distributions", tuple(self.distributions))
+        object.__setattr__(self, "converter_distributions", tuple(self.converter_distributions))
         object.__setattr__(self, "loads", Loads(self.loads))
         frozen = {c: _plain(s) for c, s in self.configurations.items()}
         object.__setattr__(self, "configurations", types.MappingProxyType(frozen))

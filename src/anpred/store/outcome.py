@@ -54,6 +54,8 @@ class Step(StrEnum):
 
     LOAD = "load"
     TRANSLATE = "translate"
+    #: A deployment runtime's converter turns the anchored model into its artifact.
+    CONVERT = "convert"
     COMPILE = "compile"
     EXECUTE = "execute"
     CAPTURE = "capture"

@@ -1,0 +1,1 @@
+"""Deployment runtimes (converted artifacts); imported only inside worker processes."""

@@ -1,0 +1,111 @@
+"""Deployment runtimes: participants whose model is a real converter's artifact.
+
+Each runtime converts anpred's anchored model (anchors as extra outputs) with the converter
+its users use, and runs the artifact on CPU in its own worker process, usually in its own
+pinned environment (``requirements/runtimes/<environment>.txt``, built by ``make env``).
+The runners live in ``anpred.backends.deploy`` and share
+:class:`anpred.backends.converted.ConvertedRunner` (conversion as a cached, status-bearing
+step; outputs mapped back to anchors by a recorded rule). Nothing here imports a DL library.
+
+Not in ``--libs all`` (conversion costs seconds to minutes per model and configuration):
+ask for them by name, or ``--libs runtimes``.
+"""
+
+from __future__ import annotations
+
+from anpred.library.descriptor import Library, Loads
+
+#: The deployment runtimes, in display order. Each runtime's entry is owned by its runner
+#: module; the configuration settings are handed to that runner.
+RUNTIME_LIBRARIES: tuple[Library, ...] = (
+    Library(
+        name="litert",
+        distributions=("ai-edge-litert",),
+        extra="",
+        requirement="requirements/runtimes/litert.txt (make env)",
+        import_name="ai_edge_litert",
+        runner="anpred.backends.deploy.litert:LiteRtRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={"": {}, "fp16": {"precision": "fp16"}, "noxnnpack": {"xnnpack": False}},
+        environment="litert",
+        converter="onnx2tf",
+        converter_distributions=("onnx2tf",),
+        in_all=False,
+    ),
+    Library(
+        name="ncnn",
+        distributions=("ncnn",),
+        extra="",
+        requirement="requirements/runtimes/ncnn.txt (make env)",
+        import_name="ncnn",
+        runner="anpred.backends.deploy.ncnn:NcnnRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={
+            "": {},
+            "fp16": {"fp16_arithmetic": True, "fp16_storage": True},
+            "bf16": {"bf16_storage": True},
+            "fp16-weights": {"fp16_weights": True},
+        },
+        environment="ncnn",
+        converter="pnnx",
+        converter_distributions=("pnnx",),
+        in_all=False,
+    ),
+    Library(
+        name="mnn",
+        distributions=("MNN",),
+        extra="",
+        requirement="requirements/runtimes/mnn.txt (make env)",
+        import_name="MNN",
+        runner="anpred.backends.deploy.mnn:MnnRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={"": {}, "low": {"precision": "low"}, "fp16": {"fp16_weights": True}},
+        environment="mnn",
+        converter="MNNConvert",
+        converter_distributions=("MNN",),
+        in_all=False,
+    ),
+    Library(
+        name="tvm",
+        distributions=("apache-tvm",),
+        extra="",
+        requirement="requirements/runtimes/tvm.txt (make env)",
+        import_name="tvm",
+        runner="anpred.backends.deploy.tvm:TvmRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={"": {}, "fp16": {"mixed_precision": "float16"}},
+        environment="tvm",
+        converter="relax.frontend.onnx",
+        converter_distributions=("apache-tvm",),
+        in_all=False,
+    ),
+    Library(
+        name="executorch",
+        distributions=("executorch",),
+        extra="",
+        requirement="requirements/runtimes/executorch.txt (make env)",
+        import_name="executorch",
+        runner="anpred.backends.deploy.executorch:ExecuTorchRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={"": {}, "fp16": {"dtype": "float16"}},
+        environment="executorch",
+        converter="torch.export + XNNPACK",
+        converter_distributions=("executorch",),
+        in_all=False,
+    ),
+    Library(
+        name="paddle_inference",
+        distributions=("paddlepaddle",),
+        extra="",
+        requirement="requirements/runtimes/paddle_inference.txt (make env)",
+        import_name="paddle",
+        runner="anpred.backends.deploy.paddle_inference:PaddleInferenceRunner",
+        loads=Loads.CONVERTED_ARTIFACT,
+        configurations={"": {}, "bf16": {"precision": "bf16"}},
+        environment="paddle_inference",
+        converter="x2paddle",
+        converter_distributions=("x2paddle",),
+        shares_process=False,
+        in_all=False,
+    ),
+)
