@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
-_CACHE = os.environ.get("ANPRED_TEST_CACHE") or tempfile.mkdtemp(prefix="anpred-test-cache-")
+_CACHE = os.environ.get("ANPRED_TEST_CACHE") or ""
+if not _CACHE:
+    # A cache made for this session only (up to 2 GB of compiled models): removed at exit.
+    _CACHE = tempfile.mkdtemp(prefix="anpred-test-cache-")
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ.setdefault("ANPRED_CACHE", _CACHE)
 os.environ.setdefault("YOLO_CONFIG_DIR", os.path.join(_CACHE, "yolo"))
 os.environ.setdefault("YOLO_OFFLINE", "1")
