@@ -48,3 +48,8 @@ if [ "$ok" = 0 ]; then
   touch ".venv/.anpred-env-$key"
 fi
 echo "setup: .venv (this clone's code) + libraries from $target ready"
+# Deployment runtimes: one pinned environment per requirements/runtimes/<env>.txt
+# (scripts/setup-runtimes.sh; ANPRED_RUNTIMES=none skips them).
+if [ -f scripts/setup-runtimes.sh ]; then
+  bash scripts/setup-runtimes.sh
+fi

@@ -128,11 +128,35 @@ def parse_participant(spec: str) -> Participant:
     return Participant(descriptor.participant_name(config), library, config, settings)
 
 
+#: ``--libs`` word for every deployment runtime (:mod:`anpred.library.runtimes`).
+RUNTIMES = "runtimes"
+
+
+def runtime_participants() -> list[Participant]:
+    """``--libs runtimes``: every deployment runtime whose environment is built, in its
+    default configuration.
+
+    Raises:
+        UsageError: None is built (``make env``).
+    """
+    from anpred.library import Loads
+
+    runtimes = [lib for lib in libraries() if lib.loads == Loads.CONVERTED_ARTIFACT]
+    found = [parse_participant(lib.name) for lib in runtimes if lib.available()]
+    if runtimes and not found:
+        raise UsageError(
+            f"no deployment runtime is installed ({', '.join(lib.name for lib in runtimes)}); "
+            "build their environments with: make env"
+        )
+    return found
+
+
 def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
     """Parse ``--libs`` (comma list, default ``all``).
 
     ``all`` means every installed library in its default configuration; it may be combined
-    with configurations, e.g. ``all,torch[bf16],jax[nojit]``.
+    with configurations, e.g. ``all,torch[bf16],jax[nojit]``. ``runtimes`` means every
+    deployment runtime whose environment is built (``all`` leaves them out).
 
     Raises:
         UsageError: Unknown names, duplicates, or a named library that is not installed.
@@ -144,6 +168,8 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
     for item in (i.strip() for i in items):
         if item == "all":
             participants += parse_participants("all")
+        elif item == RUNTIMES:
+            participants += runtime_participants()
         elif item:
             participants.append(parse_participant(item))
     names = [p.name for p in participants]

@@ -202,9 +202,13 @@ def test_plugins_from_the_environment_and_entry_points(tmp_path: Path) -> None:
     proc = _libs(tmp_path, "plugin_a")
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = [entry["library"] for entry in json.loads(proc.stdout)]
+    from anpred.library.runtimes import RUNTIME_LIBRARIES
+
+    ours = len(BUILTIN) + len(RUNTIME_LIBRARIES)  # builtins, then the deployment runtimes
     assert names[:6] == list(BUILTIN)
-    assert names[6] == "rt-a"  # ANPRED_PLUGINS first, then the entry points
-    assert set(names[7:]) == {"rt-b", "rt-c", "rt-c-object"}  # function, module, Library
+    assert names[6:ours] == [lib.name for lib in RUNTIME_LIBRARIES]
+    assert names[ours] == "rt-a"  # ANPRED_PLUGINS first, then the entry points
+    assert set(names[ours + 1 :]) == {"rt-b", "rt-c", "rt-c-object"}  # function, module, Library
     loads = {e["library"]: e["loads"] for e in json.loads(proc.stdout)}
     assert loads["rt-c"] == "converted-artifact"
 

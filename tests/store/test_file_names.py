@@ -18,7 +18,7 @@ STORE = ROOT / "src" / "anpred" / "store"
 #: (docs/run-directory.md).
 NAMES = re.compile(
     r"(^|[/\\])("
-    r"(store|run|model|inputs|job|status|participants|summary|ground_truth|grid|sweep|machine|folding)\.json"
+    r"(store|run|model|inputs|job|status|participants|summary|ground_truth|grid|sweep|machine|folding|calibration|conversion)\.json"
     r"|inputs\.npz|worker\.log|deviations\.parquet|report\.html|eval\.md|faults\.csv"
     r")$"
     r"|\.(capture|isolated)\.(npz|json)$|^\.(capture|isolated)\.|(^|/)(captures|plots)/"

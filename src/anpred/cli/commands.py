@@ -74,33 +74,47 @@ def cmd_libs(args: argparse.Namespace) -> int:
     """List libraries, versions, availability and configurations (no library is imported)."""
     from anpred.library import libraries
 
-    rows, data = [], []
+    rows, data, runtime_rows = [], [], []
     for lib in libraries():
         available = lib.available()
         version = (lib.version() or "?") if available else "-"
         names = lib.participant_names()
         state = "available" if available else f"missing ({lib.install_hint()})"
         rows.append([lib.name, version, state, ", ".join(names)])
-        data.append(
-            {
-                "library": lib.name,
-                "version": version,
-                "available": available,
-                "extra": lib.extra,
-                "participants": {
-                    n: dict(settings)
-                    for n, settings in zip(names, lib.configurations.values(), strict=True)
-                },
-                "loads": lib.loads.value,
-                "runner": lib.runner,
-                "shares_process": lib.shares_process,
-                "in_all": lib.in_all,
-            }
-        )
+        entry = {
+            "library": lib.name,
+            "version": version,
+            "available": available,
+            "extra": lib.extra,
+            "participants": {
+                n: dict(settings)
+                for n, settings in zip(names, lib.configurations.values(), strict=True)
+            },
+            "loads": lib.loads.value,
+            "runner": lib.runner,
+            "shares_process": lib.shares_process,
+            "in_all": lib.in_all,
+        }
+        if lib.converter or lib.environment:
+            converter = (lib.converter_version() or "-") if available else "-"
+            entry.update(
+                converter=lib.converter,
+                converter_version=converter,
+                environment=lib.environment,
+                environment_built=available,
+            )
+            built = "built" if available else "not built"
+            runtime_rows.append(
+                [lib.name, f"{lib.converter} {converter}", f"{lib.environment} ({built})"]
+            )
+        data.append(entry)
     if args.json:
         print(json.dumps(data, indent=1))
     else:
         print(_table(rows, ["library", "version", "status", "participants (--libs)"]))
+        if runtime_rows:
+            print("\ndeployment runtimes (--libs runtimes; not in --libs all):")
+            print(_table(runtime_rows, ["runtime", "converter", "environment (make env)"]))
     return 0
 
 
@@ -123,6 +137,7 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
         "timeout": args.timeout,
         "export_timeout": args.export_timeout,
         "max_memory": max_memory(args.max_memory),
+        "drill": not args.no_drill,
     }
 
 
@@ -486,6 +501,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         "--no-isolation",
         action="store_true",
         help="skip stage isolation (introduced error per stage)",
+    )
+    model.add_argument(
+        "--no-drill",
+        action="store_true",
+        help="skip the drill-down from flagged stages to operators (it runs when a run "
+        "has findings: one more small job per participant)",
     )
     where = parser.add_argument_group("execution and output")
     where.add_argument(

@@ -47,6 +47,9 @@ class JobSpec:
         assets: Files and folders outside ``folder`` that the job reads (its inputs, the
             model's export folder, ...): an executor without a shared file system ships
             them and rewrites their paths in the job.
+        python: The Python that runs it; ``""``: the one running anpred
+            (``sys.executable``). A deployment runtime's own pinned environment
+            (:mod:`anpred.library.environments`) gives its Python here.
     """
 
     folder: ParticipantStore
@@ -57,6 +60,12 @@ class JobSpec:
     threads: int = 1
     participant: Participant | None = None
     assets: tuple[Path, ...] = ()
+    python: str = ""
+
+    @property
+    def command(self) -> list[str]:
+        """``python -m module`` (the job file's path follows)."""
+        return [self.python or sys.executable, "-m", self.module]
 
 
 @dataclass(frozen=True)
@@ -181,7 +190,7 @@ class LocalJob(RunningJob):
         job_file = spec.folder.create().write_job(spec.job)
         self.log: IO[bytes] = spec.folder.open_log()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", spec.module, str(job_file)],
+            [*spec.command, str(job_file)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env=dict(env),

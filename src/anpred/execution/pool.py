@@ -328,13 +328,45 @@ def _spec(
         "input_ids": list(input_ids),
         "isolation_source": str(isolation_source or "") or None,
     }
+    python, runtime_env = participant_python(p)
     return JobSpec(
         folder,
         content,
         WORKER_MODULE,
-        participant_overlay(p, threads, env),
+        participant_overlay(p, threads, {**(env or {}), **runtime_env}),
         limit,
         threads=threads,
         participant=p,
         assets=job_assets(content),
+        python=python,
     )
+
+
+def participant_python(p: Participant) -> tuple[str, dict[str, str]]:
+    """The Python that runs ``p``'s worker and the variables it needs for that.
+
+    ``("", {})`` for a library of the main environment. A deployment runtime with its own
+    pinned environment runs that environment's Python, with this clone's anpred on
+    ``PYTHONPATH`` (anpred is never installed there) and pip kept offline
+    (:mod:`anpred.execution.offline` guards the process itself).
+
+    Raises:
+        UsageError: The runtime's environment is not built (``make env``).
+    """
+    from anpred.library import Loads, get_library
+
+    library = get_library(p.library)
+    extra: dict[str, str] = {}
+    if library.loads == Loads.CONVERTED_ARTIFACT:
+        from anpred.execution.offline import offline_environment
+
+        extra.update(offline_environment())
+    if not library.environment:
+        return "", extra
+    from anpred.errors import UsageError
+    from anpred.library.environments import missing_reason, runtime_env, worker_pythonpath
+
+    env = runtime_env(library.environment)
+    if env is None:
+        raise UsageError(f"{p.name} cannot run: {missing_reason(library.environment)}")
+    return str(env.python), {**extra, "PYTHONPATH": worker_pythonpath()}

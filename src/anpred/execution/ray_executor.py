@@ -148,7 +148,7 @@ def run_on_node(task: Mapping[str, Any], folder_files: Files, *assets: Files) ->
         timed_out = False
         with folder.open_log() as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", task["module"], str(job_file)],
+                [task.get("python") or sys.executable, "-m", task["module"], str(job_file)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **task["env"]},
@@ -293,6 +293,7 @@ class RayExecutor(Executor):
         spec.folder.create().write_job(spec.job)  # the driver's record, with its paths
         task = {
             "module": spec.module,
+            "python": spec.python,
             "job": dict(spec.job),
             "folder": str(spec.folder.folder),
             "assets": [[str(a), a.is_file()] for a in spec.assets],

@@ -60,6 +60,8 @@ class Worker:
             "pid": os.getpid(),
             "participant": self.job["participant"]["name"],
         }
+        self.guard: Any = None
+        self.runner: Any = None
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json``."""
@@ -85,28 +87,53 @@ class Worker:
         try:
             return self._run(start)
         except Exception as err:  # a library error is a symptom, recorded, not a crash
+            from anpred.backends.converted import ParticipantFailure
+
+            own = isinstance(err, ParticipantFailure)  # its message is the error as is
+            try:
+                self._converted_records()
+            except Exception:  # the original error is what gets recorded
+                pass
             self.update(
                 state=Status.ERROR,
-                message=f"{err.__class__.__name__}: {err}"[:2000],
+                message=(str(err) if own else f"{err.__class__.__name__}: {err}")[:2000],
                 error_type=err.__class__.__name__,
                 usage_error=isinstance(err, AnpredError),
                 traceback=traceback.format_exc()[-4000:],
+                **({"step": err.step} if own else {}),
             )
             return 1
+
+    def _converted_records(self) -> None:
+        """A deployment runtime's conversion record and its offline guard's refusals."""
+        runner = getattr(self, "runner", None)
+        if runner is not None and hasattr(runner, "conversion_record"):
+            self.store.write_conversion(runner.conversion_record())
+        if self.guard is not None:
+            self.status["offline"] = self.guard.record()
 
     def _run(self, start: float) -> int:
         from anpred.backends.base import ModelJob
         from anpred.backends.registry import runner_class
+        from anpred.library import Loads, get_library
 
         participant = self.job["participant"]
         library = participant["library"]
+        if get_library(library).loads == Loads.CONVERTED_ARTIFACT:
+            from anpred.execution.offline import install_guard
+
+            self.guard = install_guard()  # before the runtime or its converter is imported
         transforms = Transforms.of(self.job, participant["name"])
         job = transforms.model(ModelJob.from_dict(self.job["model"]))
         runner = runner_class(library).for_job(job)(
             participant["settings"], transforms.node_hooks(library)
         )
+        self.runner = runner
+        if hasattr(runner, "on_step"):  # a converted runtime: a converter crash is named
+            runner.on_step = lambda step: self.update(step=step)
         self.update(step=Step.LOAD, timings={"import": round(time.perf_counter() - start, 4)})
         runner.activate(job)
+        self._converted_records()
         infer = transforms.wrap_infer(runner.infer)
         self.update(
             step=runner.step.value,
@@ -121,6 +148,8 @@ class Worker:
         for input_id in self.job["input_ids"]:
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
+                if getattr(runner, "wants_reference", False):  # its output mapping may need it
+                    runner.reference = self._reference(input_id)
                 capture = infer(feeds[input_id])
                 plain = runner.infer_plain(feeds[input_id])
                 self.update(step=Step.CAPTURE)
@@ -136,9 +165,11 @@ class Worker:
                         "timings": dict(runner.timings),
                     },
                 )
+                self._converted_records()
             elif self.store.read_capture_meta(input_id)["nonfinite"]:
                 nonfinite_any = True
             self._isolate(runner, feeds[input_id], input_id)
+        self._converted_records()
         self.update(
             state=Status.NON_FINITE if nonfinite_any else Status.OK,
             step=Step.DONE,
@@ -147,9 +178,21 @@ class Worker:
         )
         return 0
 
+    def _reference(self, input_id: str) -> dict[str, np.ndarray] | None:
+        """The fp64 reference's anchors for ``input_id``, when the job names them."""
+        source = self.job.get("isolation_source")
+        if not source:
+            return None
+        reference_store = ParticipantStore(Path(source))
+        if not reference_store.capture_done(input_id):
+            return None
+        return {k: v for k, v in reference_store.load_capture(input_id).items() if k != PLAIN_KEY}
+
     def _isolate(self, runner: Any, feed: np.ndarray, input_id: str) -> None:
         source = self.job.get("isolation_source")
         if not source or self.store.capture_done(input_id, ISOLATED):
+            return
+        if "isolation" in self.status:  # the runtime said it cannot isolate
             return
         reference_store = ParticipantStore(Path(source))
         if not reference_store.capture_done(input_id):
@@ -157,7 +200,13 @@ class Worker:
         reference = reference_store.load_capture(input_id)
         fed = {k: v.astype(np.float32) for k, v in reference.items() if k != PLAIN_KEY}
         self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
-        capture = runner.isolate(feed, fed)
+        from anpred.backends.converted import IsolationUnavailable
+
+        try:
+            capture = runner.isolate(feed, fed)
+        except IsolationUnavailable as err:  # the participant goes on without isolation
+            self.update(isolation=f"isolation unavailable: {err}")
+            return
         self.store.write_capture(input_id, capture.arrays, {"layouts": capture.layouts}, ISOLATED)
 
 

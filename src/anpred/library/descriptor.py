@@ -136,24 +136,65 @@ class Library:
         return [self.participant_name(c) for c in self.configurations]
 
     def install_hint(self) -> str:
-        """The command that installs the library."""
+        """The command that installs the library (for a runtime in its own environment:
+        why that environment is missing, and ``make env``).
+        """
+        if self.environment:
+            from anpred.library.environments import BUILD_HINT, missing_reason
+
+            reason = missing_reason(self.environment)
+            if reason:
+                return reason if BUILD_HINT in reason else f"{reason} ({BUILD_HINT})"
+            return f"{BUILD_HINT} (requirements/runtimes/{self.environment}.txt)"
         return f"pip install '{self.requirement or f'anpred[{self.extra}]'}'"
 
     def available(self) -> bool:
-        """Whether the library is installed (its module is found; nothing is imported)."""
+        """Whether the library is installed (its module is found; nothing is imported).
+
+        For a runtime with its own environment: whether that environment is built from
+        this clone's lock file and holds the module.
+        """
+        if self.environment:
+            from anpred.library.environments import runtime_env
+
+            env = runtime_env(self.environment)
+            return env is not None and env.has_module(self.import_name)
         try:
             return importlib.util.find_spec(self.import_name) is not None
         except (ImportError, ValueError):  # a dotted name whose parent is missing
             return False
 
     def version(self) -> str | None:
-        """Version of the first installed distribution, ``None`` when none is installed."""
+        """Version of the first installed distribution, ``None`` when none is installed
+        (read from the runtime's own environment when it has one).
+        """
+        if self.environment:
+            return self._env_version(self.distributions)
         for dist in self.distributions:
             try:
                 return importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 continue
         return None
+
+    def converter_version(self) -> str | None:
+        """Version of the converter (first installed of ``converter_distributions``)."""
+        if not self.converter_distributions:
+            return None
+        if self.environment:
+            return self._env_version(self.converter_distributions)
+        for dist in self.converter_distributions:
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def _env_version(self, distributions: tuple[str, ...]) -> str | None:
+        from anpred.library.environments import runtime_env
+
+        env = runtime_env(self.environment)
+        return None if env is None else env.version(distributions)
 
 
 def _plain(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,6 +276,11 @@ def _ensure_loaded() -> None:
     try:
         _source = "anpred (builtin)"
         for library in BUILTIN_LIBRARIES:
+            _add(library)
+        from anpred.library.runtimes import RUNTIME_LIBRARIES
+
+        _source = "anpred (deployment runtimes)"
+        for library in RUNTIME_LIBRARIES:
             _add(library)
         for module in plugin_modules():
             _source = f"{PLUGINS_ENV} module {module!r}"

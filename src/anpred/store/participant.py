@@ -25,6 +25,9 @@ ISOLATED = "isolated"
 _JOB = "job.json"
 _STATUS = "status.json"
 _LOG = "worker.log"
+#: A deployment runtime's conversions: artifacts, cache hits, the output mapping rule and
+#: each anchor's layout (:mod:`anpred.backends.output_map`).
+_CONVERSION = "conversion.json"
 #: File names of a job folder, for code that ships a folder elsewhere (the Ray executor):
 #: the job file, the log, and the status record (written last).
 JOB_FILE, LOG_FILE, STATUS_FILE = _JOB, _LOG, _STATUS
@@ -99,6 +102,15 @@ class ParticipantStore:
         """Copy ``source``'s status record here (if it has one)."""
         if source.has_status():
             shutil.copy(source.folder / _STATUS, self.folder / _STATUS)
+
+    def write_conversion(self, record: Mapping[str, Any]) -> None:
+        """Replace the conversion record of a deployment runtime (see :data:`_CONVERSION`)."""
+        write_json(self.folder / _CONVERSION, dict(record))
+
+    def read_conversion(self) -> dict[str, Any]:
+        """The conversion record (``{}`` for a participant that converts nothing)."""
+        path = self.folder / _CONVERSION
+        return read_json(path, dict) if path.exists() else {}
 
     def arrays_path(self, input_id: str, kind: str = CAPTURE) -> Path:
         """The ``.npz`` of one capture."""
