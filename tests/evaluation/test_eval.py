@@ -83,6 +83,16 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     assert len(fault_dirs) == 2
     assert (fault_dirs[0] / "captures" / "jax").is_symlink()
     assert (out / "plots" / "detection.png").stat().st_size > 1000
+    # issue 14: thresholds calibrated on a clean run on synthetic inputs judge the clean and
+    # fault runs; the severity curves and their table are in the report
+    clean = json.loads((out / "tiny" / "clean" / "summary.json").read_text())
+    assert clean["oracle"]["threshold_rule"] == "lognormal-tolerance"
+    assert set(clean["oracle"]["calibration"]["inputs"]).isdisjoint(
+        i["id"] for i in clean["inputs"]
+    )
+    assert (fault_dirs[0] / "calibration.json").is_symlink()
+    assert "## Severity curves" in text and "detects half from" in text
+    assert (out / "plots" / "severity.png").stat().st_size > 1000
     # the configuration study: clean participants linked, only the configurations ran;
     # jax computing in bfloat16 deviates (relative error ~4e-3 against fp32 noise ~1e-7),
     # onnxruntime without graph optimizations does not
@@ -130,3 +140,20 @@ def test_size_table_shows_the_worst_anchor_and_the_output() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| yolov8n")]
     assert [r.split(" | ")[2] for r in rows] == ["p5", "output"]
     assert "| 2.0e-05 | 3.0e-05 |" in rows[0] and fits["p5"]["trend"] in rows[0]
+
+
+def test_grid_calibration_key_and_fp32_configurations(tmp_path) -> None:
+    from anpred.evaluation.grid import fp32_configurations
+
+    assert DEFAULT_GRID.calibration == 4 and DEFAULT_GRID.to_dict()["calibration"] == 4
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"calibration": 0}))
+    assert load_grid(path).calibration == 0  # the fixed noise factor judges
+    for bad in (1, -2, "4", True):
+        path.write_text(json.dumps({"calibration": bad}))
+        with pytest.raises(UsageError, match="calibration"):
+            load_grid(path)
+    # reduced-precision configurations are not legitimate fp32 implementations
+    assert fp32_configurations(
+        ("torch[compile]", "torch[bf16]", "jax[nojit]", "openvino[bf16]", "onnxruntime[O0]")
+    ) == ("torch[compile]", "jax[nojit]", "onnxruntime[O0]")

@@ -51,6 +51,8 @@ def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> No
     (run_dir / "deviations.parquet").unlink()
     summary = analyse(run_dir).to_dict()
     assert summary.pop("schema_version") == SCHEMA_VERSION  # the one key the typed summary adds
+    # issue 14 adds the noise rule; a run recorded without a calibration keeps the fixed one
+    assert summary["oracle"].pop("threshold_rule") == "fixed"
     import json
 
     expected = json.loads((GOLDEN / "summary.json").read_text())

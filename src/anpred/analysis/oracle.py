@@ -14,9 +14,12 @@ deviation for every input at that anchor. A deviation ``v`` is a **finding** whe
 
 * a robust outlier of the population: ``v > median + OUTLIER_K · scale`` with
   ``scale = max(1.4826 · MAD, MAD_FLOOR_REL · median, resolution)``, **and**
-* above the noise floor: ``v > NOISE_FACTOR · max(noise floor, resolution)``,
+* above the noise floor: ``v > factor · max(noise floor, resolution)``,
 
 or when the participant produced non-finite values where the fp64 reference is finite.
+The factor is ``NOISE_FACTOR`` (the *fixed* rule) unless ``OracleParams.calibration``
+gives the anchor its own, learnt from the spread of clean fp32 implementations on
+calibration inputs (:mod:`anpred.analysis.calibration`, ``docs/oracle.md``).
 
 **Introduced error** (when stage isolation ran). A stage deep in a model inherits fp32
 noise from every stage before it, so its end-to-end noise floor is high (yolov8n: 1e-5 at
@@ -62,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from anpred.analysis.alignment import AlignmentError
+from anpred.analysis.calibration import FIXED_RULE, Calibration
 from anpred.analysis.methods import register_method
 from anpred.analysis.metrics import Metric, get_metric, metric_names, resolutions
 from anpred.analysis.onepass import measure_anchor
@@ -124,6 +128,9 @@ class OracleParams:
             metric is always computed.
         resolution: Per-metric overrides of the metrics' declared resolutions (the value
             below which a deviation means nothing; see :mod:`anpred.analysis.metrics`).
+        calibration: Per-anchor noise factors of the primary metric and of introduced
+            errors (:mod:`anpred.analysis.calibration`); an anchor it has no factor for,
+            and every anchor when it is ``None``, uses ``noise_factor``.
     """
 
     outlier_k: float = OUTLIER_K
@@ -132,6 +139,23 @@ class OracleParams:
     primary_metric: str = PRIMARY_METRIC
     metrics: tuple[str, ...] | None = None
     resolution: Mapping[str, float] = field(default_factory=dict)
+    calibration: Calibration | None = None
+
+    @property
+    def threshold_rule(self) -> str:
+        """Which noise rule judges the primary metric: calibrated or the fixed factor."""
+        return self.calibration.rule if self.calibration is not None else FIXED_RULE
+
+    def factor(self, anchor: str) -> float:
+        """The primary metric's noise factor at ``anchor`` (calibrated or fixed)."""
+        found = self.calibration.factor(anchor) if self.calibration is not None else None
+        return self.noise_factor if found is None else found
+
+    def introduced_factor(self, anchor: str) -> float:
+        """The noise factor of introduced errors at ``anchor`` (calibrated or fixed)."""
+        cal = self.calibration
+        found = cal.introduced_factor(anchor) if cal is not None else None
+        return self.noise_factor if found is None else found
 
     def metric_names(self) -> tuple[str, ...]:
         """Return the metrics to compute, primary first."""
@@ -304,12 +328,16 @@ def _judge_metric(
     noise_floor: float,
     resolution: float,
     params: OracleParams,
+    factor: float | None = None,
 ) -> MetricJudgement:
+    """Judge one value; ``factor`` (default ``params.noise_factor``) times the floor is the
+    noise threshold.
+    """
     scale = max(MAD_TO_SIGMA * population.mad, params.mad_floor_rel * population.median, resolution)
     outlier_threshold = population.median + params.outlier_k * scale
     # an unusable (NaN) floor falls back to the metric's resolution
     floor = resolution if math.isnan(noise_floor) else max(noise_floor, resolution)
-    noise_threshold = params.noise_factor * floor
+    noise_threshold = (params.noise_factor if factor is None else factor) * floor
     return MetricJudgement(
         metric=name,
         value=value,
@@ -328,6 +356,7 @@ def _judge_introduced(
     introduced: Mapping[tuple[str, str], float],
     floor: Mapping[str, float],
     params: OracleParams,
+    factor: float | None = None,
 ) -> dict[tuple[str, str], MetricJudgement]:
     """Judge every introduced error at one anchor against its population and floor."""
     population = _population(introduced.values())
@@ -340,6 +369,7 @@ def _judge_introduced(
             floor.get(i, math.nan),
             resolution,
             params,
+            factor,
         )
         for (p, i), value in introduced.items()
         if not math.isnan(value)
@@ -387,8 +417,11 @@ def judge_anchor(
     }
     primary = params.primary_metric
     pairwise = any(e.pairwise for e in evidence)
+    anchor = evidence[0].anchor if evidence else ""
     isolation = (
-        _judge_introduced(introduced, introduced_floor or {}, params)
+        _judge_introduced(
+            introduced, introduced_floor or {}, params, params.introduced_factor(anchor)
+        )
         if introduced and not pairwise
         else {}
     )
@@ -404,6 +437,7 @@ def judge_anchor(
                     e.noise_floor[n],
                     resolution.get(n, 0.0),
                     params,
+                    params.factor(e.anchor) if n == primary else None,
                 )
                 for n in names
             }

@@ -19,7 +19,8 @@ class Criterion(enum.Enum):
     OUTLIER = "outlier"
     """The deviation is a robust outlier of the anchor's population (median + k·scale)."""
     ABOVE_NOISE = "above_noise"
-    """The deviation exceeds NOISE_FACTOR times the fp64-calibrated noise floor."""
+    """The deviation exceeds the noise factor times the fp64-calibrated noise floor (the
+    fixed NOISE_FACTOR, or the anchor's calibrated factor: ``docs/oracle.md``)."""
     FARTHER_FROM_FP64 = "farther_from_fp64"
     """Pairwise mode: the participant is the one of the pair farther from fp64."""
     NON_FINITE = "non_finite"
@@ -27,7 +28,8 @@ class Criterion(enum.Enum):
     INTRODUCED = "introduced"
     """Stage isolation: the error the stage introduces by itself (run on the fp64
     reference's stage input) is a robust outlier of the anchor's population of introduced
-    errors and exceeds NOISE_FACTOR times the fp32 reference's own (always a finding)."""
+    errors and exceeds the noise factor (fixed or calibrated) times the fp32 reference's own
+    (always a finding)."""
 
 
 POPULATION_CRITERIA = frozenset({Criterion.OUTLIER, Criterion.ABOVE_NOISE})
@@ -52,7 +54,8 @@ class MetricJudgement:
         scale: Spread used for the outlier test: max(1.4826·MAD, floors).
         outlier_threshold: population_median + OUTLIER_K · scale.
         noise_floor: The fp32 reference's deviation from fp64 at this anchor and input.
-        noise_threshold: NOISE_FACTOR · max(noise_floor, metric resolution).
+        noise_threshold: factor · max(noise_floor, metric resolution); the factor is
+            NOISE_FACTOR or the anchor's calibrated one.
         outlier: Whether value > outlier_threshold.
         above_noise: Whether value > noise_threshold.
     """

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import AnpredError
-from anpred.evaluation.grid import EvalGrid
+from anpred.evaluation.grid import EvalGrid, fp32_configurations
 from anpred.evaluation.scoring import fault_row
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
@@ -29,6 +29,7 @@ from anpred.participants import (
     parse_participants,
 )
 from anpred.pipeline.analyse import analyse
+from anpred.pipeline.calibrate import attach, calibrate_run
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.run import model_job, resume_workers, run
 from anpred.pipeline.transforms import plan_transforms
@@ -74,6 +75,9 @@ def derive_run(
         done.check_format()
         if not reanalyse:
             return Summary.from_dict(done.read_summary())
+        calibration = RunStore.open(base).read_calibration()
+        if calibration is not None:  # judged with the clean run's thresholds, as new runs are
+            done.write_calibration(calibration)
         summary = analyse(out)
         done.write_summary(summary.to_dict())
         return summary
@@ -213,6 +217,49 @@ def run_faults(
     return [row for row in rows if row is not None]
 
 
+def calibrate_clean_run(
+    grid: EvalGrid,
+    model: str,
+    folders: EvalStore,
+    base: Path,
+    say: Say,
+    threads: int,
+    parallel: int,
+    executor: Executor | None,
+) -> Summary:
+    """Learn the oracle's per-anchor thresholds on calibration inputs; judge the clean run
+    ``base`` with them (the fault runs derived from it inherit them) and return its summary.
+
+    The calibration run is a clean run of the grid's participants and its fp32
+    configurations on ``grid.calibration`` seeded synthetic images, which the evaluation's
+    runs (bundled photographs) never use.
+    """
+    say(f"== {model}: calibration run ({grid.calibration} synthetic inputs)")
+    cal_dir = folders.calibration_run(model)
+    try:
+        run(
+            RunOptions(
+                model=model,
+                libs=(grid.libs, *fp32_configurations(grid.configurations)),
+                images=0,
+                synthetic=grid.calibration,
+                granularity=grid.granularity,
+            ),
+            cal_dir,
+            say=say,
+            threads=threads,
+            parallel=parallel,
+            executor=executor,
+        )
+        attach(calibrate_run(cal_dir), base)
+    except AnpredError as err:  # e.g. two participants only: no population to learn from
+        say(f"  no calibration for {model} ({err}); the fixed noise factor judges it")
+        return Summary.from_dict(RunStore.open(base).read_summary())
+    clean = analyse(base)
+    RunStore.open(base).write_summary(clean.to_dict())
+    return clean
+
+
 def evaluate(
     grid: EvalGrid,
     out: Path,
@@ -243,6 +290,10 @@ def evaluate(
             parallel=parallel,
             executor=executor,
         ).summary
+        if grid.calibration:
+            clean = calibrate_clean_run(
+                grid, model, folders, base, say, threads, parallel, executor
+            )
         anchors = clean.anchor_keys
         stages = anchors[:-1] if grid.stages == "all" else list(grid.stages)
         result = ModelResult(model, clean)

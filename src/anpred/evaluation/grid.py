@@ -14,6 +14,9 @@ real-configuration study: per model, one run of the clean participants plus thes
 configurations, no injection (:data:`STUDY_CONFIGURATIONS` lists the usual ones;
 ``configs/study.json`` runs the study on every zoo model). ``sizes`` (e.g. ``[320, 480,
 640]``) adds an input-size sweep per model (``anpred sweep``) for dimension sensitivity.
+``calibration`` (default 4) is the number of seeded synthetic images of the clean run per
+model the oracle's per-anchor thresholds are learnt from (``docs/oracle.md``); ``0`` judges
+with the fixed noise factor.
 The full grid of the paper's evaluation (six models, every library, every kind) is the
 same file with longer lists.
 """
@@ -50,6 +53,7 @@ class EvalGrid:
     granularity: str = "stage"
     configurations: tuple[str, ...] = ()
     sizes: tuple[int, ...] = ()
+    calibration: int = 4
     faults: tuple[FaultAxis, ...] = field(
         default_factory=lambda: (
             FaultAxis("bf16", "*", (1,)),
@@ -68,6 +72,7 @@ class EvalGrid:
             "granularity": self.granularity,
             "configurations": list(self.configurations),
             "sizes": list(self.sizes),
+            "calibration": self.calibration,
             "faults": [
                 {"kind": f.kind, "op": f.op, "severities": list(f.severities)} for f in self.faults
             ],
@@ -90,6 +95,20 @@ STUDY_CONFIGURATIONS = (
     "jax[bf16]",
     "paddle[static]",
 )
+
+
+#: Configuration names that mark reduced-precision arithmetic (``torch[bf16]``): the others
+#: (``tensorflow[xla]``, ``onnxruntime[O0]``, ``jax[nojit]`` ...) are fp32 implementations.
+REDUCED_PRECISION_MARKS = ("bf16", "fp16", "half", "int8")
+
+
+def fp32_configurations(configurations: tuple[str, ...]) -> tuple[str, ...]:
+    """The configurations that compute in fp32: legitimate implementations whose spread a
+    calibration of the oracle's thresholds must include.
+    """
+    return tuple(
+        c for c in configurations if not any(mark in c.lower() for mark in REDUCED_PRECISION_MARKS)
+    )
 
 
 def _check_models(models: tuple[str, ...]) -> None:
@@ -219,6 +238,13 @@ def load_grid(path: str | Path | None) -> EvalGrid:
         )
     ):
         raise UsageError(f"grid sizes must be two or more multiples of 32, got {sizes!r:.80}")
+    calibration = data.get("calibration", DEFAULT_GRID.calibration)
+    if not isinstance(calibration, int) or isinstance(calibration, bool) or calibration < 0:
+        raise UsageError(
+            f"grid key 'calibration' takes a whole number >= 0, got {calibration!r:.40}"
+        )
+    if calibration == 1:
+        raise UsageError("grid key 'calibration': one input is too few; use 0 (none) or >= 2")
     return EvalGrid(
         models=models,
         libs=libs,
@@ -228,5 +254,6 @@ def load_grid(path: str | Path | None) -> EvalGrid:
         granularity=granularity,
         configurations=configurations,
         sizes=tuple(sizes),
+        calibration=calibration,
         faults=_faults(data),
     )

@@ -4,6 +4,9 @@
   finding for the faulty participant) and of every output-level baseline (failing the
   faulty participant on an input where it passed the clean one); and the faults anpred
   detects that no baseline sees at the output.
+- Severity curves (:mod:`anpred.evaluation.curves`): detection rate of every method from
+  the mildest to the most severe fault, its false alarms on the clean run, and the severity
+  at which it first detects half of the faults.
 - RQ2 localization: share of faults whose stage is ranked first / in the top 3 by stage
   isolation, whose emergence anchor is the injected stage, whose library is blamed.
 - RQ3 characterization (clean runs): stage concentration, propagation, masking,
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from anpred.evaluation.campaign import ModelResult
+from anpred.evaluation.curves import half_detection_table, severity_curves, severity_plot
 from anpred.participants import REFERENCE32
 from anpred.store import EvalStore
 from anpred.store.outcome import Status
@@ -421,6 +425,8 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
             writer.writeheader()
             writer.writerows(rows)
     plot = detection_plot(rows, store.plot_path("detection"))
+    curves = severity_curves(rows, results)
+    severity = severity_plot(curves, store.plot_path("severity"))
     sections: list[tuple[str, str]] = []
     if rows:
         sections += [
@@ -435,6 +441,15 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
             ),
             ("## RQ2 localization (injected faults)", localization_table(rows)),
             ("### Faults not localized to the exact stage and library", misses(rows)),
+            (
+                "## Severity curves (detection from mild to severe faults)",
+                half_detection_table(curves)
+                + "\n\n*detects half from*: the mildest severity at which the method detects "
+                "at least half of the faults injected at that severity (mantissa: bits kept, "
+                "fewer is more severe; bf16/fp16: error scale). False alarms: share of clean "
+                "(participant, input) pairs flagged on the clean fp32 run."
+                + (f"\n\n![severity]({store.plot_link('severity')})" if severity else ""),
+            ),
         ]
     sections += [
         ("## RQ3 characterization (clean fp32 runs)", characterization_table(results)),

@@ -27,6 +27,8 @@ from anpred.localization.emergence import (
 from anpred.localization.masking import masking_case, summarize_masking
 from anpred.localization.propagation import propagation_profile
 from anpred.participants import REFERENCE32, REFERENCE64
+from anpred.pipeline.calibrate import with_stored_calibration
+from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, collect, observer_summary
 from anpred.store import RunStore
 from anpred.store.summary import (
@@ -244,9 +246,9 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     """Analyse a run directory (finished or interrupted): write the deviations table and
     return the typed summary (``summary.to_dict()`` is what the run store writes).
     """
-    params = params or OracleParams()
     run_dir = Path(run_dir)
     store = RunStore.open(run_dir)
+    params = with_stored_calibration(store, params or OracleParams())
     options = store.read_settings()
     export = store.read_export()
     input_ids = store.read_input_ids()
@@ -317,7 +319,12 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         ),
         pairwise=len(judged_names) == 2,
         oracle=OracleSettings(
-            params.primary_metric, params.outlier_k, params.noise_factor, params.mad_floor_rel
+            params.primary_metric,
+            params.outlier_k,
+            params.noise_factor,
+            params.mad_floor_rel,
+            params.threshold_rule,
+            params.calibration.summary() if params.calibration else None,
         ),
         noise_floor={
             a: NoiseFloor(_clean(_median(list(v.values()))), _clean(v)) for a, v in noise.items()
@@ -346,6 +353,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         alignment=_clean(ev.alignment),
         unaligned=_clean(ev.unaligned),
         machine=store.read_machine(),
+        drill=load_drill(run_dir),
     )
 
 

@@ -43,6 +43,7 @@ _PARTICIPANTS = "participants.json"
 _DEVIATIONS = "deviations.parquet"
 _SUMMARY = "summary.json"
 _MACHINE = "machine.json"
+_CALIBRATION = "calibration.json"
 _REPORT = "report.html"
 #: Folder of the report's plot PNGs, inside the run directory (the report's footer names it).
 PLOTS_FOLDER = "plots"
@@ -194,6 +195,8 @@ class RunStore:
             store.write_marker()
         for name in (_EXPORT, _INPUTS, _INPUTS_META):
             _link(base.root / name, store.root / name)
+        if base.has_calibration():  # the oracle's thresholds go with the clean participants
+            _link(base.root / _CALIBRATION, store.root / _CALIBRATION)
         store.write_settings(settings)
         for name in keep:
             _link(base.participant(name).folder, store.participant(name).folder)
@@ -333,6 +336,22 @@ class RunStore:
         """The machine record, or ``None`` for runs recorded before it existed."""
         path = self.root / _MACHINE
         return read_json(path, dict) if path.exists() else None
+
+    def has_calibration(self) -> bool:
+        """Whether the run carries a calibration of the oracle's noise thresholds."""
+        return (self.root / _CALIBRATION).exists()
+
+    def read_calibration(self) -> dict[str, Any] | None:
+        """The calibration record (``anpred.analysis.calibration``), or ``None``."""
+        path = self.root / _CALIBRATION
+        return read_json(path, dict) if path.exists() else None
+
+    def write_calibration(self, record: Mapping[str, Any]) -> None:
+        """Record the calibration the oracle judges this run with (replaces a link)."""
+        path = self.root / _CALIBRATION
+        if path.is_symlink():
+            path.unlink()
+        write_json(path, dict(record))
 
     @property
     def summary_path(self) -> Path:

@@ -20,6 +20,7 @@ _PLOTS = "plots"
 _CLEAN = "clean"
 _FAULT_RUNS = "faults"
 _CONFIGURATIONS = "configurations"
+_CALIBRATION_RUN = "calibration"
 _SWEEP = "sweep"
 _SWEEP_RESULT = "sweep.json"
 
@@ -30,8 +31,9 @@ EVAL_OUTPUTS = f"{_TABLES}, {_FAULTS} and {_PLOTS}/"
 class EvalStore:
     """An ``anpred eval`` output folder.
 
-    ``<out>/<model>/clean`` is the model's clean run; ``<out>/<model>/faults/<fault>`` one
-    run per injected fault, ``<out>/<model>/configurations`` the configuration study and
+    ``<out>/<model>/clean`` is the model's clean run; ``<out>/<model>/calibration`` the
+    clean run on calibration inputs; ``<out>/<model>/faults/<fault>`` one run per injected
+    fault, ``<out>/<model>/configurations`` the configuration study and
     ``<out>/<model>/sweep`` the input-size sweep.
 
     Args:
@@ -80,6 +82,10 @@ class EvalStore:
     def fault_run(self, model: str, name: str) -> Path:
         """The run directory of one injected fault."""
         return self.model_dir(model) / _FAULT_RUNS / safe_name(name)
+
+    def calibration_run(self, model: str) -> Path:
+        """The clean run on calibration inputs the oracle's thresholds are learnt from."""
+        return self.model_dir(model) / _CALIBRATION_RUN
 
     def configurations_run(self, model: str) -> Path:
         """The configuration study's run directory."""

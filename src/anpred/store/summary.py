@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.store.summary_drill import DrillDown
 from anpred.store.summary_fields import Fields, Json, entries, items, table
 from anpred.store.summary_records import (
     Anchor,
@@ -67,6 +68,9 @@ class Summary:
     #: The machine the workers ran on (:func:`anpred.machine.describe_machine`); ``None``
     #: for runs recorded before it was stored.
     machine: Json | None = None
+    #: The drill-down from flagged stages to operators (:mod:`anpred.pipeline.drill`);
+    #: ``None`` when it did not run (no findings, ``--no-drill``, older runs).
+    drill: DrillDown | None = None
 
     @property
     def anchor_keys(self) -> list[str]:
@@ -102,7 +106,7 @@ class Summary:
             "participants": [p.to_dict() for p in self.participants],
             "anchors": [a.to_dict() for a in self.anchors],
             "pairwise": self.pairwise,
-            "oracle": vars(self.oracle).copy(),
+            "oracle": self.oracle.to_dict(),
             "noise_floor": {a: vars(n).copy() for a, n in self.noise_floor.items()},
             "deviation": vars(self.deviation).copy(),
             "findings": [f.to_dict() for f in self.findings],
@@ -123,6 +127,8 @@ class Summary:
             data["wall_seconds"] = self.wall_seconds
         if self.machine is not None:
             data["machine"] = self.machine
+        if self.drill is not None:
+            data["drill"] = self.drill.to_dict()
         return data
 
     @classmethod
@@ -171,6 +177,8 @@ def _read(f: Fields) -> Summary:
             oracle.need("outlier_k", (int, float)),
             oracle.need("noise_factor", (int, float)),
             oracle.need("mad_floor_rel", (int, float)),
+            oracle.get("threshold_rule", None, str),
+            oracle.get("calibration", None, dict),
         ),
         noise_floor={
             a: NoiseFloor(n.need("median", (int, float)), n.need("per_input", dict))
@@ -210,4 +218,5 @@ def _read(f: Fields) -> Summary:
         unaligned=f.need("unaligned", list),
         wall_seconds=f.get("wall_seconds", None, (int, float)),
         machine=f.get("machine", None, dict),
+        drill=DrillDown.from_dict(f.fields("drill")) if "drill" in f.data else None,
     )

@@ -189,12 +189,24 @@ class Finding:
 
 @dataclass(frozen=True)
 class OracleSettings:
-    """The oracle's parameters the run was judged with."""
+    """The oracle's parameters the run was judged with.
+
+    ``threshold_rule`` names the noise rule: ``fixed`` (``noise_factor`` times the floor at
+    every anchor) or ``lognormal-tolerance`` (per-anchor factors calibrated on clean runs,
+    listed in ``calibration``; ``docs/oracle.md``); ``None`` for summaries written before
+    the key existed (they were judged with the fixed rule).
+    """
 
     primary_metric: str
     outlier_k: float
     noise_factor: float
     mad_floor_rel: float
+    threshold_rule: str | None = None
+    calibration: Json | None = None
+
+    def to_dict(self) -> Json:
+        """JSON form (the optional keys only when known)."""
+        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
