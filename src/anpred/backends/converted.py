@@ -116,6 +116,16 @@ class ConvertedRunner(Runner):
 
     #: Whether the converter needs the ONNX simplified by onnxslim first.
     needs_slim: bool = False
+    #: Settings that only the runtime reads (load/run), never the converter: left out of
+    #: the conversion cache key, so configurations differing only in them share one
+    #: conversion.
+    runtime_settings: tuple[str, ...] = ()
+
+    def conversion_settings(self) -> dict[str, Any]:
+        """The settings the conversion depends on (its cache key): all but
+        :attr:`runtime_settings`.
+        """
+        return {k: v for k, v in self.settings.items() if k not in self.runtime_settings}
 
     @abstractmethod
     def converter_version(self) -> str:
@@ -193,7 +203,7 @@ class ConvertedRunner(Runner):
             converted = convert_cached(
                 model,
                 self.library,
-                self.settings,
+                self.conversion_settings(),
                 self.converter_version(),
                 self.needs_slim,
                 make,

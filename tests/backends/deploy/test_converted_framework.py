@@ -214,3 +214,14 @@ def test_the_offline_guard_refuses_and_records_network_and_pip(fake_runs: tuple)
     key = _json(_folder(out, "fake[network]") / "conversion.json")["models"]["anchored"]
     attempts = (Path(key["folder"]) / "attempts.txt").read_text().split()
     assert attempts == ["NetworkBlocked", "gaierror", "InstallBlocked", "InstallBlocked"]
+
+
+def test_runtime_only_settings_stay_out_of_the_conversion_key() -> None:
+    # ncnn's fp16/bf16 flags are read by ncnn.Net only: converting again for them was waste.
+    from fake_runtime import FakeRuntimeRunner
+
+    class Runtime(FakeRuntimeRunner):
+        runtime_settings = ("bf16_storage",)
+
+    runner = Runtime({"bf16_storage": True, "fp16_weights": True, "threads": 2})
+    assert runner.conversion_settings() == {"fp16_weights": True, "threads": 2}

@@ -70,6 +70,7 @@ class MnnRunner(ConvertedRunner):
     """MNN 3.x on CPU; settings: ``precision`` (normal/low/high), ``fp16_weights``."""
 
     library = "mnn"
+    runtime_settings = ("precision", "winograd")
     needs_slim = False
 
     def converter_version(self) -> str:

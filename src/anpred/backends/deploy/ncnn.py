@@ -110,6 +110,7 @@ class NcnnRunner(ConvertedRunner):
     """ncnn running pnnx's conversion; settings: see the module docstring."""
 
     library = "ncnn"
+    runtime_settings = ("fp16_arithmetic", "fp16_storage", "bf16_storage")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -157,6 +157,7 @@ class PaddleInferenceRunner(ConvertedRunner):
     """
 
     library = "paddle_inference"
+    runtime_settings = ("precision", "onednn", "ir_optim")
     needs_slim = True
 
     def converter_version(self) -> str:
