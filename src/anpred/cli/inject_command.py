@@ -44,18 +44,34 @@ def _options(args: argparse.Namespace, faults: dict[str, dict[str, Any]] | None)
     return dataclasses.replace(options, extra={**options.extra, EXTRA_KEY: faults})
 
 
-def _list_targets(args: argparse.Namespace) -> int:
-    """Print every stage with its op counts (what ``--stage``/``--op`` can name)."""
+def _export_here(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The model's anchored export (in a temporary directory) and its loaded graph."""
     import onnx
 
-    from anpred.inject.plan import stage_anchors
-    from anpred.inject.stages import stage_ops
     from anpred.pipeline.run import export_model
 
     with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
         # a user's ONNX file is exported into the temporary directory: read it before it goes
         export = export_model(_options(args, None), Path(tmp), _say, args.export_timeout)
         graph = onnx.load(str(export.anchored_path))
+    return export, graph
+
+
+def _list_targets(args: argparse.Namespace) -> int:
+    """Print every stage with its op counts (what ``--stage``/``--op`` can name), or, with
+    ``--stage``, every node of that stage (what ``--node`` can name).
+    """
+    from anpred.inject.plan import stage_anchors
+    from anpred.inject.stages import stage_nodes, stage_ops
+    from anpred.interchange.drill_graph import module_path
+
+    export, graph = _export_here(args)
+    if args.stage is not None:
+        for key, op_type, is_float in stage_nodes(graph, stage_anchors(export), args.stage):
+            where = module_path(key) or ""
+            note = "" if is_float else "  (no float32 output)"
+            print(f"{key:<48} {op_type:<16} {where}{note}")
+        return 0
     counts = stage_ops(graph, stage_anchors(export))
     for stage, ops in counts.items():
         listed = ", ".join(f"{op}×{n}" for op, n in sorted(ops.items()))
@@ -83,16 +99,27 @@ def cmd_inject(args: argparse.Namespace) -> int:
         return _list_targets(args)
     missing = [
         flag
-        for flag, value in (("--lib", args.lib), ("--stage", args.stage), ("--fault", args.fault))
+        for flag, value in (
+            ("--lib", args.lib),
+            ("--stage", args.stage if args.node is None else ""),
+            ("--fault", args.fault),
+        )
         if value is None
     ]
     if missing:
         raise UsageError(f"{', '.join(missing)} required (--list-targets lists the stages)")
     kind = fault_kind(args.fault)
     severity = kind.default_severity if args.severity is None else args.severity
-    spec = FaultSpec.from_dict(
-        {"stage": args.stage, "op": args.op, "kind": kind.name, "severity": severity}
-    )
+    stage = args.stage
+    if stage is None:  # --node alone: its stage, from the (cached) export
+        from anpred.inject.stages import stage_of_node
+
+        export, graph = _export_here(args)
+        stage = stage_of_node(graph, stage_anchors(export), args.node)
+    fault = {"stage": stage, "op": args.op, "kind": kind.name, "severity": severity}
+    if args.node is not None:
+        fault["node"] = args.node
+    spec = FaultSpec.from_dict(fault)
     base = parse_participant(args.lib)
     apply_faults([base], {base.name: spec.to_dict()}, native_torch=not is_onnx_path(args.model))
     name = faulty_name(base.name, spec)
@@ -102,9 +129,14 @@ def cmd_inject(args: argparse.Namespace) -> int:
     export = export_model(options, out, _say, args.export_timeout)
     nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)
     planned = PlannedFault(spec, tuple(nodes))
+    what = (
+        f"node {spec.node}"
+        if spec.node is not None
+        else f"{len(nodes)} {spec.op if spec.op != '*' else 'node'}(s)"
+    )
     _say(
-        f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {len(nodes)} "
-        f"{spec.op if spec.op != '*' else 'node'}(s) of stage {spec.stage} → participant {name}"
+        f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {what} of stage "
+        f"{spec.stage} → participant {name}"
     )
     outcome = run(
         options,
@@ -177,6 +209,12 @@ def add_inject_parser(
         help="ONNX op type to fault (Conv, Sigmoid, ...); '*' = every node of "
         "the stage the fault applies to (default)",
     )
+    fault.add_argument(
+        "--node",
+        metavar="NAME",
+        help="fault only this ONNX node (its name, e.g. /model/model.2/cv1/conv/Conv; "
+        "`--list-targets --stage STAGE` lists a stage's nodes); --stage is then optional",
+    )
     fault.add_argument("--fault", choices=list(kinds), help=kind_help)
     fault.add_argument(
         "--severity",
@@ -185,7 +223,9 @@ def add_inject_parser(
         help="fault strength (meaning depends on --fault; default per fault)",
     )
     fault.add_argument(
-        "--list-targets", action="store_true", help="list the stages and their op counts, then exit"
+        "--list-targets",
+        action="store_true",
+        help="list the stages and their op counts (with --stage: that stage's nodes), then exit",
     )
     add_run_flags(inject)
     inject.set_defaults(handler=cmd_inject)

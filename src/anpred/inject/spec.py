@@ -51,16 +51,23 @@ class FaultSpec:
         kind: Registered fault kind (``bf16``, ``fp16``, ``mantissa``, ``lowp_accum``,
             ``approx_act``, ``eps``).
         severity: Kind-specific strength (see each kind's ``severity_doc``).
+        node: Key of one ONNX node (its name; ``anpred inject --node``): the fault hits
+            only that node, which must be in ``stage`` and of type ``op`` (or ``op`` is
+            ``"*"``); ``None``: every matching node of the stage.
     """
 
     stage: str
     op: str
     kind: str
     severity: float
+    node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
-        return {"stage": self.stage, "op": self.op, "kind": self.kind, "severity": self.severity}
+        """Return a JSON-ready dict (``node`` only when set, so stage faults read as before)."""
+        data = {"stage": self.stage, "op": self.op, "kind": self.kind, "severity": self.severity}
+        if self.node is not None:
+            data["node"] = self.node
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
@@ -74,11 +81,13 @@ class FaultSpec:
             raise UsageError(f"fault is missing {', '.join(missing)}: {dict(data)}")
         kind = fault_kind(str(data["kind"]))
         severity = data.get("severity")
+        node = data.get("node")
         spec = cls(
             str(data["stage"]),
             str(data["op"]),
             kind.name,
             kind.default_severity if severity is None else severity,
+            None if node is None else str(node),
         )
         kind.check(spec)
         return spec

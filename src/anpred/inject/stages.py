@@ -110,8 +110,12 @@ def resolve_targets(
     floats = _float_outputs(model)
     targets = []
     present: Counter[str] = Counter()
+    if spec.node is not None:
+        _check_node(model, stages, spec)
     for node in model.graph.node:
         if stages.get(node_key(node)) != spec.stage or node.op_type in _NEVER:
+            continue
+        if spec.node is not None and node_key(node) != spec.node:
             continue
         present[node.op_type] += 1
         if spec.op not in (ANY_OP, node.op_type) or not kind.applies_to(node.op_type):
@@ -119,9 +123,68 @@ def resolve_targets(
         if kind.ops is None and not any(o in floats for o in node.output):
             continue  # integer / boolean results (shapes, masks) are not faulted
         targets.append(node_key(node))
+    if not targets and spec.node is not None:
+        raise UsageError(
+            f"fault {spec.kind} does not apply to node {spec.node!r} "
+            "(its outputs are not float32, or the kind does not act on its op)"
+        )
     if not targets:
         ops = ", ".join(f"{op}×{n}" for op, n in sorted(present.items())) or "no ops"
         raise UsageError(
             f"fault {spec.kind} on {spec.op} matches no node of stage {spec.stage!r} (it has {ops})"
         )
     return targets
+
+
+def _check_node(model: onnx.ModelProto, stages: dict[str, str], spec: FaultSpec) -> None:
+    """Refuse a ``--node`` that is not in the graph, not in the stage, or not of the op.
+
+    Raises:
+        UsageError: With what the node is, or which stage lists the nodes.
+    """
+    node = next((n for n in model.graph.node if node_key(n) == spec.node), None)
+    if node is None:
+        raise UsageError(
+            f"no node {spec.node!r} in the graph (`anpred inject MODEL --list-targets "
+            f"--stage {spec.stage}` lists the stage's nodes)"
+        )
+    stage = stages.get(spec.node)
+    if stage != spec.stage:
+        raise UsageError(f"node {spec.node!r} is in stage {stage!r}, not {spec.stage!r}")
+    if spec.op not in (ANY_OP, node.op_type):
+        raise UsageError(f"node {spec.node!r} is a {node.op_type}, not a {spec.op}")
+
+
+def stage_nodes(
+    model: onnx.ModelProto, anchors: Sequence[StageAnchor], stage: str
+) -> list[tuple[str, str, bool]]:
+    """The nodes of one stage, graph order: ``(node key, op type, has a float32 output)``.
+
+    Raises:
+        UsageError: Unknown stage.
+    """
+    keys = [a.key for a in anchors]
+    if stage not in keys:
+        raise UsageError(f"unknown stage {stage!r}; the anchors are {', '.join(keys)}")
+    stages = node_stages(model, anchors)
+    floats = _float_outputs(model)
+    return [
+        (node_key(n), n.op_type, any(o in floats for o in n.output))
+        for n in model.graph.node
+        if stages.get(node_key(n)) == stage and n.op_type not in _NEVER
+    ]
+
+
+def stage_of_node(model: onnx.ModelProto, anchors: Sequence[StageAnchor], node: str) -> str:
+    """The stage of node ``node``.
+
+    Raises:
+        UsageError: No such node, or no anchor depends on it.
+    """
+    stage = node_stages(model, anchors).get(node)
+    if stage is None:
+        raise UsageError(
+            f"no node {node!r} in any stage (`anpred inject MODEL --list-targets --stage "
+            "STAGE` lists a stage's nodes)"
+        )
+    return stage

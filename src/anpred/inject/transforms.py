@@ -44,6 +44,16 @@ FAULT_KEY = "fault"
 CASTS_REMOVED = frozenset({"openvino"})
 
 
+def emulates_casts(library: str) -> bool:
+    """Whether ``library``'s faulted graphs round with arithmetic instead of ``Cast`` pairs:
+    the libraries of :data:`CASTS_REMOVED`, and every deployment runtime (converters fold
+    or reject ``Cast`` pairs: MNN 3.6.1 cannot cast to bfloat16, onnxslim folds pairs).
+    """
+    from anpred.library import Loads, get_library
+
+    return library in CASTS_REMOVED or get_library(library).loads == Loads.CONVERTED_ARTIFACT
+
+
 @register_transform
 class FaultyGraphs(Transform):
     """A fault applied by rewritten graphs: the job's export points at ``folder``.
@@ -129,7 +139,7 @@ def fault_transform(
         (onnx.load(str(export.plain_path)), rewritten.plain_path),
     ):
         faulty = rewrite_model(
-            model, spec, planned.nodes, emulate_casts=library in CASTS_REMOVED, library=library
+            model, spec, planned.nodes, emulate_casts=emulates_casts(library), library=library
         )
         _save(faulty, path)
     return FaultyGraphs(planned, rewritten.folder)

@@ -403,6 +403,7 @@ def run(
     export_timeout: float = DEFAULT_EXPORT_TIMEOUT,
     max_memory: int | None | Literal["default"] = "default",
     executor: Executor | None = None,
+    drill: bool = True,
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
@@ -412,6 +413,8 @@ def run(
     participant, when it alone goes over it (:mod:`anpred.pipeline.budget`).
     ``executor`` runs the participants' workers (default: local processes; see
     :mod:`anpred.execution.executor`); the export and the analysis run here.
+    ``drill``: when the run has findings, drill from the flagged stages down to operators
+    (:mod:`anpred.pipeline.drill`: one more small job per participant).
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -479,7 +482,15 @@ def run(
     from anpred.pipeline.analyse import analyse
 
     say("analyse: align, consensus, oracle, localization, baselines")
-    summary = replace(analyse(out, say=say), wall_seconds=round(time.perf_counter() - started, 2))
+    summary = analyse(out, say=say)
+    if drill and summary.findings:
+        from anpred.pipeline.drill import run_drill
+
+        found = run_drill(
+            out, participants, summary, say, threads, parallel, timeout, limits, executor
+        )
+        summary = replace(summary, drill=found)
+    summary = replace(summary, wall_seconds=round(time.perf_counter() - started, 2))
     RunStore(out).write_summary(summary.to_dict())
     from anpred.report.html import write_report
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from anpred.report.drill import drill_section
 from anpred.report.markup import Markup, esc, join
 from anpred.report.plots import PLOTS, RenderedPlots, render_plots
 from anpred.report.records import libraries_section, observer_alignment_section, problems_section
@@ -90,6 +91,7 @@ def _sections(view: RunSummary, plots: RenderedPlots) -> list[tuple[str, str, Ca
         ("introduced", "Introduced error per stage (stage isolation)",
          lambda: introduced_section(view, plots)),
         ("channels", "Per-channel error at the worst anchor", lambda: channel_section(view, plots)),
+        ("drill", "Drill-down: operators of the flagged stages", lambda: drill_section(view)),
         ("baselines", "Baselines vs anpred", lambda: baselines_section(view)),
         ("findings", "Findings", lambda: findings_section(view)),
         ("records", "Observer effect and alignment", lambda: observer_alignment_section(view)),

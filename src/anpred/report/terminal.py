@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from anpred.report.drill import terminal_lines
 from anpred.report.run_summary import (
     ParticipantRecord,
     RunSummary,
@@ -208,6 +209,7 @@ def render_summary(summary: Summary | Mapping[str, Any], run_dir: Path, colour: 
     if unaligned:
         lines.append(f"note: {len(unaligned)} item(s) could not be aligned or compared "
                      "(see the report).")
+    lines += terminal_lines(view)
     wall = view.wall_seconds
     footer = f"report: {RunStore(run_dir).report_path}"
     lines.append("")

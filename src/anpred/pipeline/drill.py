@@ -1,0 +1,360 @@
+"""The drill-down of a run with findings: plan it, run its jobs, judge operators.
+
+After the analysis of a run with findings, :func:`run_drill` builds one drill graph with
+the operators of every flagged stage (:mod:`anpred.interchange.drill_graph`), packs each
+input's stage inputs from the fp64 reference's captures, and runs it in the fp64
+reference first, then in every participant that finished (the flagged ones and the clean
+ones: the population), with stage isolation cut at every operator: one extra worker job
+per participant, whatever the number of flagged stages, each as small as the flagged
+stages. The participants' transforms go with them (a fault's rewritten graphs are
+rewritten again for the drill graph; per-node hooks apply unchanged), so an injected
+fault is in the drill-down too. Then every operator output is judged by the oracle and
+:mod:`anpred.localization.drilldown` names the first operator that introduces the error.
+
+Everything is written under the run's ``drill/`` folder (:class:`~anpred.store.drill.DrillStore`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from anpred.errors import UsageError
+from anpred.execution.transform import TRANSFORMS_KEY
+from anpred.interchange.export import AnchoredExport
+from anpred.participants import REFERENCE32, REFERENCE64, Participant, parse_participant
+from anpred.store import RunStore
+from anpred.store.drill import DrillStore
+from anpred.store.summary_drill import DrillDown
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import onnx
+
+    from anpred.analysis.oracle import AnchorEvidence, OracleParams
+    from anpred.analysis.verdict import Verdict
+    from anpred.execution.executor import Executor
+    from anpred.interchange.drill_graph import DrillGraph
+    from anpred.store.summary import Summary
+
+Say = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    import onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def _write_graphs(
+    anchored: onnx.ModelProto, plain: onnx.ModelProto, export: AnchoredExport
+) -> None:
+    _save(anchored, export.anchored_path)
+    _save(plain, export.plain_path)
+
+
+def drill_transforms(
+    run_store: RunStore,
+    drill: DrillStore,
+    participants: Sequence[Participant],
+    graph: DrillGraph,
+    export: AnchoredExport,
+) -> dict[str, list[dict[str, Any]]]:
+    """Each participant's transforms, as its worker in the run recorded them, made to fit
+    the drill graph: a fault's rewritten graphs are rewritten from the drill graph (only
+    the fault's nodes inside it; none there: no transform); other records go unchanged.
+    """
+    from anpred.inject.onnx_rewrite import rewrite_model
+    from anpred.inject.plan import PlannedFault
+    from anpred.inject.stages import node_key
+    from anpred.inject.transforms import FAULT_KEY, FaultyGraphs, emulates_casts
+
+    present = {node_key(n) for n in graph.anchored.graph.node}
+    planned: dict[str, list[dict[str, Any]]] = {}
+    for p in participants:
+        folder = run_store.participant(p.name)
+        status = folder.read_status() if folder.has_status() else {}
+        records = []
+        for record in status.get(TRANSFORMS_KEY) or []:
+            if record.get("kind") != FaultyGraphs.kind:
+                records.append(dict(record))
+                continue
+            fault = PlannedFault.from_record(record[FAULT_KEY])
+            nodes = tuple(n for n in fault.nodes if n in present)
+            if not nodes:
+                continue
+            rewritten = replace(export, folder=drill.participant_model_dir(p.name))
+            emulate = emulates_casts(p.library)
+            _write_graphs(
+                rewrite_model(graph.anchored, fault.spec, nodes, emulate, p.library),
+                rewrite_model(graph.plain, fault.spec, nodes, emulate, p.library),
+                rewritten,
+            )
+            records.append(FaultyGraphs(replace(fault, nodes=nodes), rewritten.folder).record())
+        if records:
+            planned[p.name] = records
+    return planned
+
+
+def _packed_inputs(
+    run_store: RunStore, graph: DrillGraph, input_ids: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Each input's packed stage inputs, from the fp64 reference's captures."""
+    reference = run_store.participant(REFERENCE64)
+    model_inputs = run_store.load_inputs() if any(i.anchor is None for i in graph.inputs) else {}
+    packed = {}
+    for input_id in input_ids:
+        if not reference.capture_done(input_id):
+            continue
+        capture = reference.load_capture(input_id)
+        values: dict[str | None, np.ndarray] = {
+            i.anchor: capture[i.anchor] for i in graph.inputs if i.anchor is not None
+        }
+        if input_id in model_inputs:
+            values[None] = model_inputs[input_id]
+        packed[input_id] = graph.pack(values)
+    return packed
+
+
+def _evidence(
+    drill_root: Path,
+    names: Sequence[str],
+    keys: Sequence[str],
+    input_ids: Sequence[str],
+    params: OracleParams,
+) -> tuple[dict[str, list[AnchorEvidence]], dict[str, dict[tuple[str, str], float]]]:
+    """Align and assess every operator anchor, one input at a time; and each
+    participant's introduced error per operator (its isolated capture vs fp64).
+
+    Lighter than the run's pass (:func:`anpred.pipeline.evidence.collect`): no dimension
+    records, no baselines; only the metrics ``params`` names.
+    """
+    from anpred.analysis.alignment import AlignmentError, align
+    from anpred.analysis.oracle import assess
+    from anpred.localization.stage_error import relative_l2
+    from anpred.store import CAPTURE, ISOLATED
+
+    store = RunStore(drill_root)
+    evidence: dict[str, list[AnchorEvidence]] = {k: [] for k in keys}
+    introduced: dict[str, dict[tuple[str, str], float]] = {k: {} for k in keys}
+    for input_id in input_ids:
+        ref = store.participant(REFERENCE64).open_capture(input_id, CAPTURE)
+        if ref is None:
+            continue
+        opened = {p: store.participant(p).open_capture(input_id, CAPTURE) for p in names}
+        isolated = {p: store.participant(p).open_capture(input_id, ISOLATED) for p in names}
+        try:
+            for key in keys:
+                fp64 = ref[key].astype(np.float64)
+                aligned = {}
+                for p, capture in opened.items():
+                    if capture is None:
+                        continue
+                    try:
+                        aligned[p] = align(
+                            capture[key], fp64.shape, capture.layout(key), reference=fp64
+                        ).values
+                        iso = isolated.get(p)
+                        if iso is not None:
+                            xi = align(iso[key], fp64.shape, iso.layout(key)).values
+                            introduced[key][(p, input_id)] = relative_l2(xi, fp64)
+                    except AlignmentError:
+                        continue
+                if REFERENCE32 in aligned and len(aligned) >= 2:
+                    evidence[key].append(
+                        assess(key, input_id, aligned, aligned[REFERENCE32], fp64, params=params)
+                    )
+        finally:
+            ref.close()
+            for c in [*opened.values(), *isolated.values()]:
+                if c is not None:
+                    c.close()
+    return evidence, introduced
+
+
+def _verdicts(
+    drill_root: Path,
+    names: Sequence[str],
+    keys: Sequence[str],
+    input_ids: Sequence[str],
+    params: OracleParams,
+) -> dict[tuple[str, str, str], Verdict]:
+    """Every (participant, operator anchor, input) judged by the oracle."""
+    from anpred.analysis.oracle import judge_anchor
+
+    evidence, introduced = _evidence(drill_root, names, keys, input_ids, params)
+    verdicts = {}
+    for key in keys:
+        if not evidence[key]:
+            continue
+        floor = {i: x for (p, i), x in introduced[key].items() if p == REFERENCE32}
+        for v in judge_anchor(
+            evidence[key], params, introduced=introduced[key], introduced_floor=floor
+        ):
+            verdicts[(v.participant, v.anchor, v.input_id)] = v
+    return verdicts
+
+
+def run_drill(
+    run_dir: Path,
+    participants: Sequence[Participant],
+    summary: Summary,
+    say: Say = _quiet,
+    threads: int = 1,
+    parallel: int = 2,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
+    params: OracleParams | None = None,
+) -> DrillDown | None:
+    """Drill from the run's flagged stages down to operators (see the module doc).
+
+    Args:
+        run_dir: The run directory (analysed: ``summary`` is its summary).
+        participants: The run's participants (fp32 reference included, fp64 not).
+        summary: The run's summary.
+        say: Progress printer.
+        threads: Threads per worker.
+        parallel: Workers at the same time.
+        timeout: Seconds per worker (default: the pool's).
+        env: Extra environment variables of every worker.
+        executor: Where the workers run (default: local processes).
+        params: Oracle parameters (default: the oracle's defaults, computing only the
+            primary metric, the one that decides).
+
+    Returns:
+        The drill-down record (also written to the run's ``drill/``), or ``None`` when the
+        run has no findings to drill into. A resumed run whose drill-down of the same
+        (participant, stage) pairs finished reuses it.
+    """
+    import onnx
+
+    from anpred.analysis.oracle import OracleParams
+    from anpred.backends.base import ModelJob
+    from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
+    from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
+    from anpred.pipeline.run import resume_workers
+
+    started = time.perf_counter()
+    targets = drill_targets(summary.findings, summary.anchor_keys)
+    if not targets:
+        return None
+    order = summary.anchor_keys
+    stages = sorted({s for per in targets.values() for s in per}, key=order.index)
+    run_store = RunStore(run_dir)
+    drill = DrillStore(run_dir)
+    wanted = {(p, s) for p, per in targets.items() for s in per}
+    earlier = load_drill(run_dir)
+    if earlier is not None and not earlier.reason and not earlier.failed:
+        if {(t.participant, t.stage) for t in earlier.targets} == wanted:
+            say("drill-down: already done (resumed)")
+            return earlier
+    drill.clear()
+
+    def done(record: DrillDown) -> DrillDown:
+        record = replace(record, wall_seconds=round(time.perf_counter() - started, 2))
+        drill.write_record(record.to_dict())
+        return record
+
+    export = AnchoredExport.from_dict(run_store.read_export())
+    try:
+        graph = build_drill_graph(
+            onnx.load(str(export.anchored_path)),
+            export.anchors,
+            export.input_name,
+            export.input_shape,
+            stages,
+        )
+    except UsageError as err:
+        return done(DrillDown((), reason=f"cannot build the drill graph: {err}"))
+    drill_export = AnchoredExport(
+        drill.model_dir,
+        PACKED_INPUT,
+        (graph.packed_size,),
+        export.opset,
+        tuple(graph.anchors()),
+    )
+    _write_graphs(graph.anchored, graph.plain, drill_export)
+    drill.run.write_export(drill_export.to_dict())
+    input_ids = summary.input_ids
+    packed = _packed_inputs(run_store, graph, input_ids)
+    if not packed:
+        return done(DrillDown((), reason="the fp64 reference has no capture to start from"))
+    drill.run.write_inputs(packed, {})
+    input_ids = list(packed)
+    finished = run_store.read_participants()
+    population = [p for p in participants if p.name in finished and not _failed(finished[p.name])]
+    job: dict[str, Any] = {
+        "model": ModelJob(drill_export).to_dict(),
+        "inputs": str(drill.run.inputs_path),
+    }
+    transforms = drill_transforms(run_store, drill, population, graph, drill_export)
+    if transforms:
+        job[TRANSFORMS_KEY] = transforms
+    say(
+        f"drill-down: {len(graph.ops)} operators of {', '.join(stages)} in "
+        f"{len(population)} participants + fp64 reference"
+    )
+    results = {}
+    reference = parse_participant(REFERENCE64)
+    for group, source in (([reference], None), (population, drill.run.participant(REFERENCE64))):
+        results.update(
+            resume_workers(
+                drill.root,
+                group,
+                job,
+                input_ids,
+                say,
+                threads,
+                parallel,
+                None if source is None else source.folder,
+                timeout,
+                env,
+                executor,
+            )
+        )
+    failed = {
+        name: f"{r.status} at {r.step}: {r.message}"[:300]
+        for name, r in results.items()
+        if r.failed
+    }
+    if REFERENCE64 in failed or REFERENCE32 in failed:
+        return done(DrillDown((), failed=failed, reason="the drill-down's references failed"))
+    names = [p.name for p in population if p.name not in failed]
+    params = params or OracleParams(metrics=())  # the primary metric decides; no others
+    verdicts = _verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
+    records = []
+    for participant, per in targets.items():
+        for stage in per:
+            ops = [
+                OpInfo(o.key, o.node, o.op_type, o.module, o.stage)
+                for o in graph.ops
+                if o.stage == stage
+            ]
+            target = judge_target(participant, stage, ops, verdicts, input_ids)
+            if participant in failed:
+                target = replace(target, reason=f"its drill job failed ({failed[participant]})")
+            records.append(target)
+    return done(DrillDown(tuple(records), tuple(names), failed))
+
+
+def _failed(record: Mapping[str, Any]) -> bool:
+    from anpred.store import Status
+
+    return Status.parse(record.get("status")).failed
+
+
+def load_drill(run_dir: Path) -> DrillDown | None:
+    """The drill-down recorded in a run directory, or ``None``."""
+    drill = DrillStore(run_dir)
+    return DrillDown.from_dict(drill.read_record()) if drill.has_record() else None

@@ -1,0 +1,142 @@
+"""The drill-down in the terminal and in ``report.html``: each flagged stage's operator
+chain with the error every operator introduces, the named operator highlighted.
+
+Both renderers read the summary's ``drill`` entry through :func:`drill_of`, which never
+raises (a partial or foreign summary renders without the drill-down).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anpred.errors import UsageError
+from anpred.report.markup import Markup, badge, join, note, number, table, tag
+from anpred.report.run_summary import RunSummary
+from anpred.store.summary_drill import DrillDown, DrillOp, DrillTarget
+
+#: Operators shown around the named one in the terminal (the HTML table shows them all).
+_TERMINAL_CONTEXT = 3
+
+
+def drill_of(view: RunSummary) -> DrillDown | None:
+    """The summary's drill-down, or ``None`` (absent or unreadable)."""
+    if view.typed is not None:
+        return view.typed.drill
+    raw = view.raw.get("drill")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return DrillDown.from_dict(raw)
+    except (UsageError, TypeError, ValueError):
+        return None
+
+
+def _op_label(op: DrillOp) -> str:
+    where = f" ({op.module})" if op.module else ""
+    return f"{op.op_type} {op.node}{where}"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
+def named_line(target: DrillTarget) -> str:
+    """One line: the operator named for (participant, stage), or why none is."""
+    op = target.named_op
+    head = f"{target.participant} @ {target.stage}: "
+    if op is None:
+        return head + f"no operator named ({target.reason})"
+    how = "introduces" if target.basis == "introduced" else "first flagged"
+    return head + f"{_op_label(op)} {how} {_fmt(op.introduced)} (threshold {_fmt(op.threshold)})"
+
+
+def terminal_lines(view: RunSummary) -> list[str]:
+    """The drill-down for the terminal summary (``[]`` when it did not run)."""
+    drill = drill_of(view)
+    if drill is None:
+        return []
+    cost = f" in {drill.wall_seconds:.1f}s" if drill.wall_seconds is not None else ""
+    lines = ["", f"drill-down (flagged stages → operators){cost}:"]
+    if drill.reason:
+        return [*lines, f"  not run: {drill.reason}"]
+    for target in drill.targets:
+        lines.append("  " + named_line(target))
+        index = next((i for i, o in enumerate(target.ops) if o.key == target.named), 0)
+        low, high = max(0, index - _TERMINAL_CONTEXT), index + _TERMINAL_CONTEXT + 1
+        shown = target.ops[low:high]
+        if low:
+            lines.append(f"      ... {low} operator(s) before")
+        for op in shown:
+            mark = "»" if op.key == target.named else " "
+            flag = " *" if op.stands_out else ""
+            lines.append(
+                f"    {mark} {op.op_type:<18} introduced {_fmt(op.introduced):>8}  "
+                f"chain {_fmt(op.chain):>8}{flag}  {op.node}"
+            )
+        rest = len(target.ops) - high
+        if rest > 0:
+            lines.append(f"      ... {rest} operator(s) after")
+    if drill.failed:
+        lines.append("  drill jobs failed: " + ", ".join(sorted(drill.failed)))
+    return lines
+
+
+def _row(op: DrillOp, named: str | None) -> list[Any]:
+    cells: list[Any] = [
+        op.key,
+        op.op_type,
+        tag("code", op.node),
+        op.module or "-",
+        number(op.introduced),
+        number(op.threshold),
+        badge("stands out", "fail") if op.stands_out else "",
+        number(op.chain),
+        badge("finding", "warn") if op.finding else "",
+    ]
+    if op.key == named:
+        return [tag("strong", c) for c in cells]
+    return cells
+
+
+def drill_section(view: RunSummary) -> Markup:
+    """The HTML section: per flagged (participant, stage), its operator chain."""
+    drill = drill_of(view)
+    if drill is None:
+        return note(
+            "No drill-down in this summary (no findings, --no-drill, or an older run).", "muted"
+        )
+    parts = [
+        note(
+            "Every flagged stage re-run alone, in every participant, from the fp64 "
+            "reference's stage input, with every operator output exposed. 'introduced': the "
+            "operator's own error (run on the fp64 reference's values of its inputs, relative "
+            "L2 vs fp64), judged against the population of participants and the fp32 "
+            "reference's (threshold); 'chain': the error at its output when the stage runs "
+            "from its exact input. The named operator (bold) is the first whose introduced "
+            "error stands out."
+            + (f" Drill-down wall time: {drill.wall_seconds:.1f} s." if drill.wall_seconds else "")
+        )
+    ]
+    if drill.reason:
+        parts.append(note(f"The drill-down did not run: {drill.reason}", "warn"))
+    for target in drill.targets:
+        parts.append(tag("h3", f"{target.participant} at {target.stage}"))
+        kind = "fail" if target.named else "warn"
+        parts.append(note(named_line(target), kind))
+        rows = [_row(op, target.named) for op in target.ops]
+        parts.append(
+            table(
+                ["key", "op", "node", "module", "introduced", "threshold", "", "chain", ""],
+                rows,
+                cls="num",
+            )
+        )
+    if drill.failed:
+        parts.append(
+            note(
+                "Drill jobs that failed: "
+                + "; ".join(f"{p}: {m}" for p, m in sorted(drill.failed.items())),
+                "warn",
+            )
+        )
+    return join(parts)
