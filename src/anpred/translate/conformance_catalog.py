@@ -165,6 +165,10 @@ def _convolutions() -> list[OpCase]:
         _conv("depthwise", (1, 6, 8, 8), (6, 1, 3, 3), True, group=6, pads=p1),
         _conv("depthwise_stride2", (1, 4, 9, 9), (8, 1, 5, 5), False, group=4, strides=[2, 2],
               pads=p2),
+        # PP-OCRv4 det: strided depthwise with pads that are not TensorFlow's SAME (its
+        # grappler aborted the process on the explicit-padding kernel)
+        _conv("depthwise_s2_pad1_even", (1, 32, 20, 20), (32, 1, 3, 3), True, group=32,
+              strides=[2, 2], pads=p1),
         _conv("asym_pads", (1, 3, 8, 8), (4, 3, 3, 3), True, pads=[0, 1, 1, 2]),
         _conv("dilation2", (1, 3, 10, 10), (4, 3, 3, 3), False, dilations=[2, 2], pads=p2),
         _conv("same_upper_s2", (1, 3, 9, 9), (4, 3, 3, 3), False, auto_pad="SAME_UPPER",
@@ -421,8 +425,10 @@ def _resize() -> list[OpCase]:
 @cache
 def catalogue() -> tuple[OpCase, ...]:
     """Return every conformance case, grouped by op family."""
+    from anpred.translate.conformance_catalog_decoders import FAMILIES
+
     families = (
         _elementwise, _activations, _selection, _convolutions, _pools, _normalisations,
-        _linear, _reductions, _slicing, _reshaping, _constants, _resize,
+        _linear, _reductions, _slicing, _reshaping, _constants, _resize, *FAMILIES,
     )  # fmt: skip
     return tuple(case for family in families for case in family())

@@ -89,9 +89,17 @@ def _evaluator_fixes() -> tuple[type, ...]:
     """Op implementations that replace the reference evaluator's own.
 
     onnx 1.23 evaluates Erf as ``np.vectorize(math.erf, otypes=["f"])``: float32 even for
-    float64 inputs, which would make the float64 reference of Erf float32-accurate.
+    float64 inputs, which would make the float64 reference of Erf float32-accurate. Its
+    ConvTranspose with ``group`` > 1 slices the weight by output channels instead of input
+    channels (and adds the bias once per group); the fix runs each group (input channels
+    ``C/group``, weight rows ``C/group``, bias ``M/group``) through its ``group=1`` code.
+    Its LRN loops over the batch axis instead of the channels (only channel 0 of a batch of
+    one gets its square sum) and divides alpha by size in float32; the fix is ONNX's formula
+    over every channel, in the input's precision.
     """
+    from onnx.reference.op_run import OpRun
     from onnx.reference.ops._op import OpRunUnaryNum
+    from onnx.reference.ops.op_conv_transpose import ConvTranspose as _ConvTranspose
 
     class Erf(OpRunUnaryNum):
         op_domain = ""
@@ -99,7 +107,41 @@ def _evaluator_fixes() -> tuple[type, ...]:
         def _run(self, x: np.ndarray) -> tuple[np.ndarray]:
             return (np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),)
 
-    return (Erf,)
+    class ConvTranspose(_ConvTranspose):
+        op_domain = ""
+
+        def _run(self, X, W, B=None, **attrs):  # type: ignore[no-untyped-def]  # noqa: N803
+            group = int(attrs.get("group") or 1)
+            if group == 1:
+                return super()._run(X, W, B, **attrs)
+            attrs["group"] = 1
+            c, m = X.shape[1] // group, W.shape[1]
+            parts = [
+                super(ConvTranspose, self)._run(
+                    X[:, g * c : (g + 1) * c], W[g * c : (g + 1) * c],
+                    None if B is None else B[g * m : (g + 1) * m], **attrs,
+                )[0]
+                for g in range(group)
+            ]  # fmt: skip
+            return (np.concatenate(parts, axis=1).astype(X.dtype),)
+
+    class LRN(OpRun):
+        op_domain = ""
+
+        def _run(self, x, alpha=None, beta=None, bias=None, size=None):  # type: ignore[no-untyped-def]
+            before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+            channels = x.shape[1]
+            square_sum = np.zeros_like(x)
+            for c in range(channels):
+                window = x[:, max(0, c - before) : min(channels, c + after + 1)]
+                square_sum[:, c] = np.sum(window**2, axis=1)
+            # attributes arrive as numpy float32: alpha / size in Python floats keeps the
+            # float64 reference float64
+            scale = float(alpha) / int(size)
+            y = x / (float(bias) + scale * square_sum) ** float(beta)
+            return (y.astype(x.dtype),)
+
+    return (Erf, ConvTranspose, LRN)
 
 
 def evaluate(model: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

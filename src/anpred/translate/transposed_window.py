@@ -9,9 +9,13 @@ arithmetic on attributes and static shapes, no tensors.
 
 ONNX rules (ConvTranspose, opset 1-22; as onnxruntime and ``onnx.reference`` implement):
 
-* ``output_shape`` given: ``total = stride * (in - 1) + output_padding + span - out``; pads
-  are ``(total - total // 2, total // 2)``, or ``(total // 2, total - total // 2)`` with
-  ``auto_pad = SAME_UPPER`` (explicit ``pads`` are ignored).
+* ``output_shape`` given: ``total = stride * (in - 1) + output_padding + span - out``
+  (negative when ``output_shape`` exceeds the full result, as in ONNX's own
+  ``test_convtranspose_output_shape``: zeros are appended); pads are
+  ``(total - total // 2, total // 2)``, or ``(total // 2, total - total // 2)`` with
+  ``auto_pad = SAME_UPPER`` (explicit ``pads`` are ignored), with Python's floor division
+  as in ``onnx.reference``. onnxruntime 1.32 puts the odd pad of an odd positive ``total``
+  at the end instead when ``auto_pad`` is NOTSET.
 * ``auto_pad`` ``SAME_UPPER``/``SAME_LOWER`` without ``output_shape``: ``out = in * stride``,
   pads as above.
 * otherwise ``out = stride * (in - 1) + output_padding + span - begin - end``.

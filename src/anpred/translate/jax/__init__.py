@@ -33,11 +33,13 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
 
     from anpred.translate.jax import (  # noqa: F401  (imports register the translators)
         ops_activation,
+        ops_conv_transpose,
         ops_elementwise,
         ops_index,
         ops_matmul,
         ops_nn,
         ops_norm,
+        ops_recurrent,
         ops_reduce,
         ops_resize,
         ops_tensor,

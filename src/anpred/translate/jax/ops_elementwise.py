@@ -129,3 +129,9 @@ def cast(call: NodeCall, x: Any) -> Any:
 def cast_like(call: NodeCall, x: Any, like: Any) -> Any:
     """Cast ``x`` to the dtype of ``like``."""
     return x.astype(like.dtype)
+
+
+@register(_LIB, "Mean")
+def mean(call: NodeCall, *xs: Any) -> Any:
+    """Element-wise mean of any number of inputs: their Sum divided by their number."""
+    return functools.reduce(jnp.add, xs) / len(xs)

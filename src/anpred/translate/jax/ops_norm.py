@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from anpred.errors import UsageError
+from anpred.translate.lrn_window import lrn_window
 from anpred.translate.registry import NodeCall, register
 
 _LIB = "jax"
@@ -55,3 +56,19 @@ def instance_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     centred = x - mean
     inv_std = lax.rsqrt(jnp.mean(centred * centred, axis=axes, keepdims=True) + eps)
     return centred * inv_std * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
+
+
+@register(_LIB, "LRN")
+def lrn(call: NodeCall, x: Any) -> Any:
+    """ONNX LRN: the channel window's sum of squares by ``lax.reduce_window``."""
+    win = lrn_window(call)
+    spatial = x.ndim - 2
+    total = lax.reduce_window(
+        x * x,
+        jnp.asarray(0, dtype=x.dtype),
+        lax.add,
+        window_dimensions=(1, win.size, *([1] * spatial)),
+        window_strides=(1,) * x.ndim,
+        padding=((0, 0), (win.before, win.after), *([(0, 0)] * spatial)),
+    )
+    return x / jnp.power(win.bias + (win.alpha / win.size) * total, win.beta)

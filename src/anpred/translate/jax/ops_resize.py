@@ -16,6 +16,7 @@ import numpy as np
 from anpred.errors import UsageError
 from anpred.translate.jax.static import normalize_axes, static_floats, static_ints
 from anpred.translate.registry import NodeCall, register
+from anpred.translate.upsample import as_resize
 
 _LIB = "jax"
 
@@ -111,3 +112,10 @@ def resize(
             continue
         x = _resize_axis(x, axis, out_size, scale, call)
     return x
+
+
+@register(_LIB, "Upsample", since=7)
+def upsample(call: NodeCall, x: Any, scales: Any = None) -> Any:
+    """ONNX Upsample (opset 7-9): the equivalent asymmetric Resize (nearest floor, linear)."""
+    resize_call = as_resize(call)
+    return resize(resize_call, x, None, resize_call.const(2))

@@ -20,9 +20,12 @@ SETTINGS = ("dtype", "threads", "static", "env")
 #: Modules that register the paddle translators (imported by :func:`make_adapter`).
 OPS_MODULES = (
     "anpred.translate.paddle.ops_activation",
+    "anpred.translate.paddle.ops_conv_transpose",
     "anpred.translate.paddle.ops_elementwise",
+    "anpred.translate.paddle.ops_lrn",
     "anpred.translate.paddle.ops_matmul",
     "anpred.translate.paddle.ops_nn",
+    "anpred.translate.paddle.ops_recurrent",
     "anpred.translate.paddle.ops_reduce",
     "anpred.translate.paddle.ops_resize",
     "anpred.translate.paddle.ops_tensor",

@@ -27,11 +27,13 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
     from anpred.translate.tensorflow import (  # noqa: F401  (imports register the translators)
         ops_activation,
         ops_conv,
+        ops_conv_transpose,
         ops_elementwise,
         ops_index,
         ops_matmul,
         ops_norm,
         ops_pool,
+        ops_recurrent,
         ops_reduce,
         ops_resize,
         ops_shape,

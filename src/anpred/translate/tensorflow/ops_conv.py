@@ -46,6 +46,11 @@ def conv2d_nhwc(
     ):
         # filter (C*M, 1, kh, kw), output channel c*M + m  ->  (kh, kw, C, M)
         w = tf.transpose(tf.reshape(w_oihw, (c_in, c_out // c_in, kh, kw)), (2, 3, 0, 1))
+        if isinstance(padding, list) and strides != [1, 1]:
+            # grappler's shape inference aborts the process (tensor_format.h "Invalid index
+            # from the dimension") on a strided DepthwiseConv2dNative with explicit pads
+            # inside a tf.function (PP-OCRv4 det): pad first, then VALID.
+            x, padding = tf.pad(x, padding), "VALID"
         y = tf.nn.depthwise_conv2d(x, w, [1, *strides, 1], padding, dilations=dilations)
     else:
         w = tf.transpose(w_oihw, _OIHW_TO_HWIO)

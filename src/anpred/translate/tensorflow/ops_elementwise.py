@@ -119,3 +119,11 @@ def dropout(call: NodeCall, x: TFValue, *_ignored: TFValue | None) -> tuple[TFVa
     if len(call.output_shapes) > 1:
         return out, TFValue(tf.ones_like(x.tensor, dtype=tf.bool), x.layout)
     return (out,)
+
+
+@layout_op("Mean")
+def mean(call: NodeCall, *values: TFValue) -> TFValue:
+    """ONNX Mean: the Sum of the inputs (``tf.math.add``) divided by their number."""
+    layout, tensors = broadcast_operands(values)
+    total = functools.reduce(tf.math.add, tensors)
+    return TFValue(tf.math.divide(total, tf.cast(len(tensors), total.dtype)), layout)

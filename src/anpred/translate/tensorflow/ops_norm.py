@@ -9,6 +9,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from anpred.errors import AnpredError
+from anpred.translate.lrn_window import lrn_window
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import (
     TFValue,
@@ -63,3 +64,24 @@ def layer_normalization(
     y = tf.nn.batch_normalization(x, mean, variance, bias, scale, epsilon)
     outputs = [y, mean, tf.math.rsqrt(variance + epsilon)]
     return tuple(outputs[: max(1, len(call.output_shapes))])
+
+
+@layout_op("LRN")
+def lrn(call: NodeCall, x: TFValue) -> TFValue:
+    """ONNX LRN: ``tf.nn.local_response_normalization`` on NHWC for an odd ``size``.
+
+    TensorFlow multiplies the sum by ``alpha`` itself (ONNX by ``alpha / size``). An even
+    ``size`` or a non-4-D input sums the squares of channel-shifted slices (NCHW).
+    """
+    win = lrn_window(call)
+    if win.symmetric and x.rank == 4:
+        y = tf.nn.local_response_normalization(
+            x.nhwc(), win.before, win.bias, win.alpha / win.size, win.beta
+        )
+        return TFValue(y, NHWC)
+    t = x.nchw()
+    pad = [[0, 0], [win.before, win.after]] + [[0, 0]] * (x.rank - 2)
+    padded = tf.pad(t * t, pad)
+    channels = int(t.shape[1])
+    total = tf.add_n([padded[:, i : i + channels] for i in range(win.size)])
+    return TFValue(t / tf.pow(win.bias + (win.alpha / win.size) * total, win.beta))

@@ -18,6 +18,7 @@ import tensorflow as tf
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.upsample import as_resize
 
 #: Coordinate transformations the translator implements.
 _TRANSFORMS = (
@@ -194,3 +195,11 @@ def resize(
     else:
         raise _unsupported(call, f"mode {mode!r}")
     return spatial_result(y)
+
+
+@layout_op("Upsample", since=7)
+def upsample(call: NodeCall, x: TFValue, scales: TFValue | None = None) -> TFValue:
+    """ONNX Upsample (opset 7-9): the equivalent asymmetric Resize (nearest floor, linear)."""
+    resize_call = as_resize(call)
+    marker = TFValue(tf.constant(resize_call.const(2)))
+    return resize(resize_call, x, None, marker)

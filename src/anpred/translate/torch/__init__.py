@@ -26,10 +26,12 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         The adapter.
     """
     from anpred.translate.torch import (  # noqa: F401 - importing registers the translators
+        ops_conv_transpose,
         ops_elementwise,
         ops_linear,
         ops_nn,
         ops_pool,
+        ops_recurrent,
         ops_reduce,
         ops_resize,
         ops_tensor,

@@ -187,3 +187,21 @@ def mod(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
     if call.attr("fmod", 0):
         return torch.fmod(a, b)
     return torch.remainder(a, b)
+
+
+@register(_LIB, "Sum")
+def total(call: NodeCall, *inputs: Tensor) -> Tensor:
+    """ONNX Sum over any number of broadcast inputs (added left to right)."""
+    return functools.reduce(torch.add, inputs)
+
+
+@register(_LIB, "Mean")
+def mean(call: NodeCall, *inputs: Tensor) -> Tensor:
+    """ONNX Mean: the Sum of the inputs divided by their number."""
+    return torch.div(functools.reduce(torch.add, inputs), len(inputs))
+
+
+@register(_LIB, "Floor")
+def floor(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX Floor."""
+    return torch.floor(x)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
+from anpred.translate.lrn_window import lrn_window
 from anpred.translate.registry import NodeCall, register
 from anpred.translate.torch.windows import resolve_pads, torch_pad
 
@@ -69,3 +70,20 @@ def layer_norm(
     mean = torch.mean(x, dim=dims, keepdim=True)
     var = torch.var(x, dim=dims, keepdim=True, correction=0)
     return y, mean, torch.rsqrt(var + eps)
+
+
+@register(_LIB, "LRN")
+def lrn(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX LRN: ``F.local_response_norm`` for an odd ``size`` (a centred window).
+
+    An even ``size`` (ONNX puts the extra channel after the centre, torch before it) sums
+    the squares of the window from channel-shifted slices.
+    """
+    win = lrn_window(call)
+    if win.symmetric:
+        return F.local_response_norm(x, win.size, win.alpha, win.beta, win.bias)
+    sq = x * x
+    channels = x.shape[1]
+    padded = F.pad(sq, [0, 0] * (x.ndim - 2) + [win.before, win.after])
+    total = sum(padded[:, i : i + channels] for i in range(win.size))
+    return x / torch.pow(win.bias + (win.alpha / win.size) * total, win.beta)

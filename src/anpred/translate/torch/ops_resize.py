@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
 from anpred.translate.registry import NodeCall, register
+from anpred.translate.upsample import as_resize
 
 _LIB = "torch"
 
@@ -156,3 +157,9 @@ def resize(call: NodeCall, x: Tensor, *rest: Tensor | None) -> Tensor:
         if n_out != x.shape[axis] or scale != 1.0:
             x = _gather_axis(call, x, axis, n_out, scale)
     return x
+
+
+@register(_LIB, "Upsample", since=7)
+def upsample(call: NodeCall, x: Tensor, scales: Tensor | None = None) -> Tensor:
+    """ONNX Upsample (opset 7-9): the equivalent asymmetric Resize (nearest floor, linear)."""
+    return resize(as_resize(call), x)
