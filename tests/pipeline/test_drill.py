@@ -63,6 +63,8 @@ def test_drill_down_names_the_faulted_node_of_an_onnx_file(tiny_onnx, tmp_path) 
     # the Conv before it introduces nothing that stands out
     assert [o["stands_out"] for o in target["ops"]] == [False, True]
     assert DrillStore(out).has_record()
+    # judged once, the per-operator arrays are deleted; the record keeps what is shown
+    assert not list(DrillStore(out).root.rglob("captures/*/*.npz"))
     assert "drill-down (flagged stages → operators)" in done.stdout
     assert "Drill-down: operators of the flagged stages" in RunStore(out).report_path.read_text()
 

@@ -264,6 +264,7 @@ def run_drill(
     def done(record: DrillDown) -> DrillDown:
         record = replace(record, wall_seconds=round(time.perf_counter() - started, 2))
         drill.write_record(record.to_dict())
+        drill.prune_arrays()  # judged: the record holds what the report shows
         return record
 
     export = AnchoredExport.from_dict(run_store.read_export())
