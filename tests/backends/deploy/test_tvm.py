@@ -22,7 +22,13 @@ from deploy_hooks import env_python, ort_outputs, rel_l2, tiny_export, tiny_feed
 from drive_converted import drive
 
 PYTHON = env_python("tvm")
-pytestmark = pytest.mark.skipif(PYTHON is None, reason="the tvm environment is not built")
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="the tvm environment is not built"),
+    # TVM links its compiled artifact with the system's C++ compiler.
+    pytest.mark.skipif(
+        not (shutil.which("g++") or shutil.which("c++")), reason="no C++ compiler (g++)"
+    ),
+]
 SPEC = "anpred.backends.deploy.tvm:TvmRunner"
 #: fp32 rel L2 bound vs onnxruntime per output on the tiny model (measured <= 1.3e-7).
 TINY_FP32 = 1e-5
