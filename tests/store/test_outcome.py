@@ -37,6 +37,6 @@ def test_parse_tolerates_unknown_states() -> None:
 
 def test_steps_include_the_pipeline_steps_and_backends_reexport_them() -> None:
     assert RunnerStep is Step
-    assert {"load", "translate", "compile", "execute", "capture", "export", "done"} == {
+    assert {"load", "translate", "convert", "compile", "execute", "capture", "export", "done"} == {
         s.value for s in Step
     }

@@ -165,6 +165,8 @@ class Calibration:
         confidence: γ.
         rule: :data:`RULE`.
         version: :data:`VERSION`.
+        source: Where the judged run got it (``cache:PATH``, ``file:PATH``; empty when it
+            was attached by ``anpred eval`` or by hand).
     """
 
     anchors: Mapping[str, AnchorThreshold]
@@ -177,6 +179,7 @@ class Calibration:
     confidence: float = CONFIDENCE
     rule: str = RULE
     version: int = VERSION
+    source: str = ""
 
     def factor(self, anchor: str) -> float | None:
         """The calibrated factor of ``anchor``'s deviations (``None``: fixed rule)."""
@@ -190,7 +193,7 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``calibration.json`` in a run directory)."""
-        return {
+        record: dict[str, Any] = {
             "rule": self.rule,
             "version": self.version,
             "metric": self.metric,
@@ -202,6 +205,9 @@ class Calibration:
             "anchors": {a: t.to_dict() for a, t in self.anchors.items()},
             "introduced": {a: t.to_dict() for a, t in self.introduced.items()},
         }
+        if self.source:
+            record["source"] = self.source
+        return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
@@ -227,13 +233,16 @@ class Calibration:
                 model=str(data.get("model", "")),
                 false_alarm=float(data["false_alarm"]),
                 confidence=float(data["confidence"]),
+                source=str(data.get("source", "")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise UsageError(f"malformed calibration record ({err.__class__.__name__})") from None
 
     def summary(self) -> dict[str, Any]:
-        """The compact form a run's summary carries: rule, target and factor per anchor."""
-        return {
+        """The compact form a run's summary carries: rule, target and factor per anchor (and
+        the calibration's source, when it came from the cache or a file).
+        """
+        compact: dict[str, Any] = {
             "false_alarm_per_cell": self.false_alarm,
             "confidence": self.confidence,
             "inputs": list(self.inputs),
@@ -241,6 +250,9 @@ class Calibration:
             "factor": {a: t.factor for a, t in self.anchors.items()},
             "introduced_factor": {a: t.factor for a, t in self.introduced.items()},
         }
+        if self.source:
+            compact["source"] = self.source
+        return compact
 
 
 def calibrate_rows(

@@ -138,7 +138,23 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
         "export_timeout": args.export_timeout,
         "max_memory": max_memory(args.max_memory),
         "drill": not args.no_drill,
+        "calibration": _calibration_mode(args.calibration),
     }
+
+
+def _calibration_mode(text: str) -> str:
+    """``--calibration``: ``auto``, ``off`` or an existing file (resolved).
+
+    Raises:
+        UsageError: Neither a mode nor a file.
+    """
+    from anpred.pipeline.calibration_cache import MODES
+
+    if text in MODES:
+        return text
+    if not Path(text).is_file():
+        raise UsageError(f"--calibration takes auto, off or a calibration file, got {text!r}")
+    return str(Path(text).resolve())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -370,6 +386,10 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
 
     add_inject_parser(sub, common)
 
+    from anpred.cli.calibrate_command import add_calibrate_parser
+
+    add_calibrate_parser(sub, common)
+
     evaluation = sub.add_parser(
         "eval",
         parents=[common],
@@ -507,6 +527,14 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the drill-down from flagged stages to operators (it runs when a run "
         "has findings: one more small job per participant)",
+    )
+    model.add_argument(
+        "--calibration",
+        metavar="auto|off|PATH",
+        default="auto",
+        help="noise thresholds: 'auto' (default) uses the calibration `anpred calibrate` "
+        "cached for this model, input shape, anchors and fp32 participants, else the fixed "
+        "10x rule; 'off' the fixed rule; PATH a calibration file (see docs/oracle.md)",
     )
     where = parser.add_argument_group("execution and output")
     where.add_argument(

@@ -7,20 +7,29 @@ bundled photographs. :func:`calibrate_run` turns its deviations table into a
 :class:`~anpred.analysis.calibration.Calibration`; :func:`attach` stores it in a run
 directory, where :func:`with_stored_calibration` finds it when the run is analysed. A run
 directory without one is judged with the fixed factor, as before (the summary says which
-rule applied: ``oracle.threshold_rule``).
+rule applied: ``oracle.threshold_rule``). ``anpred run`` gives its run directory the
+calibration ``--calibration`` selects (:func:`apply_calibration`; a cached one by default,
+:mod:`anpred.pipeline.calibration_cache`), and its drill-down judges operators with it
+(:func:`operator_params`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from anpred.analysis.calibration import Calibration, calibrate_rows
 from anpred.analysis.metrics import resolutions
 from anpred.analysis.oracle import OracleParams
 from anpred.errors import UsageError
-from anpred.participants import REFERENCE32
+from anpred.participants import REFERENCE32, Participant
 from anpred.store import RunStore
+
+if TYPE_CHECKING:
+    from anpred.interchange.export import AnchoredExport
+    from anpred.pipeline.options import RunOptions
 
 CALIBRATION_SYNTHETIC = 4
 """Seeded synthetic images a calibration run uses: with six participants, 24 noise ratios
@@ -79,3 +88,48 @@ def with_stored_calibration(store: RunStore, params: OracleParams) -> OraclePara
     if calibration.metric != params.primary_metric:
         return params
     return replace(params, calibration=calibration)
+
+
+def apply_calibration(
+    mode: str,
+    options: RunOptions,
+    export: AnchoredExport,
+    participants: Sequence[Participant],
+    run_dir: Path,
+    judged: Sequence[str],
+) -> str:
+    """Give the run directory the calibration ``--calibration MODE`` selects
+    (:func:`anpred.pipeline.calibration_cache.resolve`), or none (the fixed rule); return
+    the line that says which rule judges the run and why.
+
+    Raises:
+        UsageError: A calibration file that does not fit the run.
+    """
+    from anpred.pipeline.calibration_cache import calibration_key, resolve
+
+    key = calibration_key(options, export, participants, OracleParams().primary_metric)
+    found = resolve(mode, key, judged)
+    store = RunStore(Path(run_dir))
+    if found.calibration is None:
+        store.remove_calibration()
+    else:
+        store.write_calibration(found.calibration.to_dict())
+    return found.message
+
+
+def operator_params(params: OracleParams, stage_of: Mapping[str, str]) -> OracleParams:
+    """The drill-down's oracle parameters: ``params`` with its calibration re-keyed from
+    stages to the operators inside them (``stage_of``: operator key → stage anchor).
+
+    An operator's **deviation** in the drill-down is measured with the stage fed the fp64
+    reference's input, the same regime as stage isolation, so it takes the calibrated
+    factor of its stage's *introduced* errors. An operator's own **introduced** error
+    (that operator alone, isolated) has no calibrated counterpart: a calibration measures
+    whole stages, and one operator's rounding spreads differently from a stage's; the fixed
+    factor judges it.
+    """
+    cal = params.calibration
+    if cal is None:
+        return params
+    anchors = {op: cal.introduced[s] for op, s in stage_of.items() if s in cal.introduced}
+    return replace(params, calibration=replace(cal, anchors=anchors, introduced={}))

@@ -230,7 +230,9 @@ def run_drill(
         env: Extra environment variables of every worker.
         executor: Where the workers run (default: local processes).
         params: Oracle parameters (default: the oracle's defaults, computing only the
-            primary metric, the one that decides).
+            primary metric, the one that decides). A calibration in them judges each
+            operator with its stage's factor where one applies
+            (:func:`~anpred.pipeline.calibrate.operator_params`).
 
     Returns:
         The drill-down record (also written to the run's ``drill/``), or ``None`` when the
@@ -243,6 +245,7 @@ def run_drill(
     from anpred.backends.base import ModelJob
     from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
     from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
+    from anpred.pipeline.calibrate import operator_params
     from anpred.pipeline.run import resume_workers
 
     started = time.perf_counter()
@@ -333,6 +336,7 @@ def run_drill(
         return done(DrillDown((), failed=failed, reason="the drill-down's references failed"))
     names = [p.name for p in population if p.name not in failed]
     params = params or OracleParams(metrics=())  # the primary metric decides; no others
+    params = operator_params(params, {o.key: o.stage for o in graph.ops})
     verdicts = _verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
     records = []
     for participant, per in targets.items():

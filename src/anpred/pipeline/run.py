@@ -404,6 +404,7 @@ def run(
     max_memory: int | None | Literal["default"] = "default",
     executor: Executor | None = None,
     drill: bool = True,
+    calibration: str | None = None,
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
@@ -415,6 +416,10 @@ def run(
     :mod:`anpred.execution.executor`); the export and the analysis run here.
     ``drill``: when the run has findings, drill from the flagged stages down to operators
     (:mod:`anpred.pipeline.drill`: one more small job per participant).
+    ``calibration``: ``--calibration``: ``auto`` (a cached calibration of this model,
+    shape, anchors and fp32 participants, else the fixed rule), ``off`` (the fixed rule)
+    or a calibration file (:mod:`anpred.pipeline.calibration_cache`); ``None`` keeps what
+    the run directory holds (``anpred eval`` attaches its own).
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -465,6 +470,10 @@ def run(
     )
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
+    if calibration is not None:
+        from anpred.pipeline.calibrate import apply_calibration
+
+        say(apply_calibration(calibration, options, export, participants, out, input_ids))
     results = execute(
         options,
         out,
@@ -484,10 +493,13 @@ def run(
     say("analyse: align, consensus, oracle, localization, baselines")
     summary = analyse(out, say=say)
     if drill and summary.findings:
+        from anpred.analysis.oracle import OracleParams
+        from anpred.pipeline.calibrate import with_stored_calibration
         from anpred.pipeline.drill import run_drill
 
+        params = with_stored_calibration(RunStore(out), OracleParams(metrics=()))
         found = run_drill(
-            out, participants, summary, say, threads, parallel, timeout, limits, executor
+            out, participants, summary, say, threads, parallel, timeout, limits, executor, params
         )
         summary = replace(summary, drill=found)
     summary = replace(summary, wall_seconds=round(time.perf_counter() - started, 2))

@@ -321,3 +321,22 @@ class RunSummary:
     def unaligned(self) -> list[dict[str, Any]]:
         """Items that could not be aligned or compared, with their reason."""
         return [as_dict(u) for u in as_list(self.raw.get("unaligned")) if isinstance(u, Mapping)]
+
+
+def noise_rule_line(oracle: Mapping[str, Any]) -> str | None:
+    """One line naming the noise rule that judged the run and where its calibration came
+    from (``None`` for summaries written before the rule was recorded).
+    """
+    rule = oracle.get("threshold_rule")
+    if not isinstance(rule, str):
+        return None
+    calibration = as_dict(oracle.get("calibration"))
+    if not calibration:
+        factor = as_float(oracle.get("noise_factor"))
+        return f"{rule}: {factor or 10:g}x the noise floor (fp32 vs fp64) at every anchor"
+    factors = [f for f in map(as_float, as_dict(calibration.get("factor")).values()) if f]
+    spread = f"{min(factors):.2g}-{max(factors):.2g}" if factors else "none"
+    source = as_text(calibration.get("source")) or "attached to the run directory"
+    alpha = as_float(calibration.get("false_alarm_per_cell"))
+    target = f", false-alarm target {alpha:g} per cell" if alpha is not None else ""
+    return f"{rule}: per-anchor factors {spread}{target}; from {source}"

@@ -23,7 +23,14 @@ from anpred.report.markup import (
     verdict_badge,
 )
 from anpred.report.plots import RenderedPlots
-from anpred.report.run_summary import RunSummary, as_dict, as_float, as_list, short_baseline_name
+from anpred.report.run_summary import (
+    RunSummary,
+    as_dict,
+    as_float,
+    as_list,
+    noise_rule_line,
+    short_baseline_name,
+)
 
 
 def _plot(plots: RenderedPlots, name: str, alt: str, caption: str, missing: str) -> Markup:
@@ -46,6 +53,37 @@ def _closest_to_fp64(view: RunSummary) -> tuple[str, float] | None:
         return None
     value, name = min(scores)
     return name, value
+
+
+def _oracle(oracle: dict[str, Any]) -> Markup:
+    """The oracle's settings, its noise rule, and a calibration as a table (anchor → factor
+    of deviations and of introduced errors) instead of one long dict.
+    """
+    if not oracle:
+        return Markup("")
+    settings = ", ".join(
+        f"{k} = {v}" for k, v in oracle.items() if k not in ("calibration", "threshold_rule")
+    )
+    parts = [esc(settings)]
+    rule = noise_rule_line(oracle)
+    if rule:
+        parts.append(esc(f"noise rule: {rule}"))
+    calibration = as_dict(oracle.get("calibration"))
+    if calibration:
+        deviation = as_dict(calibration.get("factor"))
+        introduced = as_dict(calibration.get("introduced_factor"))
+        fixed = as_float(oracle.get("noise_factor")) or 10
+        shown = lambda v: number(v) if as_float(v) is not None else f"{fixed:g} (fixed)"  # noqa: E731
+        rows = [
+            [a, shown(deviation.get(a)), shown(introduced.get(a))]
+            for a in dict.fromkeys([*deviation, *introduced])
+        ]
+        parts.append(table(["anchor", "deviation factor", "introduced-error factor"], rows,
+                           cls="calibration"))
+        learnt = (f"learnt on inputs {', '.join(map(str, as_list(calibration.get('inputs'))))} "
+                  f"with {', '.join(map(str, as_list(calibration.get('participants'))))}")
+        parts.append(tag("span", learnt, cls="muted"))
+    return Markup("<br>".join(esc(p) for p in parts))
 
 
 def verdict_section(view: RunSummary) -> Markup:
@@ -78,7 +116,7 @@ def verdict_section(view: RunSummary) -> Markup:
         ("inputs", f"{len(inputs)}: {input_text}" if inputs else None),
         ("participants", ", ".join(p.name for p in view.participants) or None),
         ("reference", " / ".join(f"{k}: {v}" for k, v in view.reference.items()) or None),
-        ("oracle", ", ".join(f"{k} = {v}" for k, v in oracle.items()) or None),
+        ("oracle", _oracle(oracle) or None),
     ]
     closest = _closest_to_fp64(view)
     if closest:

@@ -20,6 +20,7 @@ from anpred.report.drill import terminal_lines
 from anpred.report.run_summary import (
     ParticipantRecord,
     RunSummary,
+    noise_rule_line,
     short_baseline_name,
 )
 from anpred.store import RunStore, Status
@@ -95,6 +96,9 @@ def _header(view: RunSummary) -> list[tuple[str, str]]:
     if ref.get("fp64"):
         lines.append(("reference", f"{ref['fp64']} (exact), {ref.get('fp32') or '?'} "
                                    "(fp32 noise floor)"))
+    rule = noise_rule_line(view.section("oracle"))
+    if rule:
+        lines.append(("noise rule", rule))
     return lines
 
 

@@ -353,6 +353,12 @@ class RunStore:
             path.unlink()
         write_json(path, dict(record))
 
+    def remove_calibration(self) -> None:
+        """Judge the run with the fixed rule again: drop its calibration (or link to one)."""
+        path = self.root / _CALIBRATION
+        if path.is_symlink() or path.exists():
+            path.unlink()
+
     @property
     def summary_path(self) -> Path:
         """The summary (JSON)."""
