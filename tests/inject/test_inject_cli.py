@@ -160,3 +160,33 @@ def test_inject_into_torch_on_an_onnx_file_runs_the_fault(tmp_path: Path) -> Non
     # a bf16 round trip (~4e-3 relative) against fp32 noise (~1e-7) at a tiny stage
     assert truth["detected"]["flagged_at_stage"]
     assert truth["detected"]["other_participants_flagged"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("lib", "stage"), [("onnxruntime", "stage3.Relu"), ("openvino", "stage4.Concat")]
+)
+def test_inject_bf16_into_an_opset9_file_is_valid_and_localized(
+    tmp_path: Path, lib: str, stage: str
+) -> None:
+    """The onnx package's light squeezenet (opset 9, as shipped): the rewrite used to insert
+    a bfloat16 ``Cast`` (opset 13+), which onnxruntime refused to load.
+    """
+    onnx = pytest.importorskip("onnx")
+    model = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+    if not model.is_file():
+        pytest.skip("this onnx package ships no light models")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred", "inject", str(model), "--lib", lib, "--stage", stage,
+         "--fault", "bf16", "--libs", f"torch,jax,{lib}", "--preprocess", "imagenet",
+         "--images", "1", "--no-drill", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]  # 1 = findings
+    truth = json.loads((out / "ground_truth.json").read_text())
+    assert truth["injected"]["participant"] == f"{lib}!bf16@{stage}"
+    assert truth["worker"]["state"] == "ok" and truth["worker"]["applied_as_planned"]
+    detected = truth["detected"]
+    assert detected["flagged_at_stage"] and detected["first_flagged_anchor"] == stage
+    assert detected["other_participants_flagged"] == {}

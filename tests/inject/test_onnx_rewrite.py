@@ -16,9 +16,11 @@ import numpy as np
 import onnx
 import pytest
 from fault_reference import bf16_reference, fp16_reference, truncate_reference
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
-from anpred.inject.onnx_rewrite import OnnxFaultMath
+from anpred.errors import UsageError
+from anpred.inject import FaultSpec
+from anpred.inject.onnx_rewrite import OnnxFaultMath, rewrite_model
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -62,8 +64,13 @@ def values() -> np.ndarray:
     return np.concatenate([spread, special]).astype(f32)
 
 
-def _graph(build: Any, emulate: bool, n: int) -> onnx.ModelProto:
-    math = OnnxFaultMath("fault", {"x"}, emulate_casts=emulate)
+#: Opsets the rewrite is checked at: the corpus's oldest (9: no ``Round``, no
+#: ``GreaterOrEqual``, ``Clip`` bounds as attributes), 11 (no bfloat16 ``Cast``) and a new one.
+OPSETS = [9, 11, 17]
+
+
+def _graph(build: Any, emulate: bool, n: int, opset: int = 17) -> onnx.ModelProto:
+    math = OnnxFaultMath("fault", {"x"}, emulate_casts=emulate, opset=opset)
     result = build(math, "x")
     graph = helper.make_graph(
         [*math.nodes, helper.make_node("Identity", [result], ["y"])],
@@ -72,7 +79,10 @@ def _graph(build: Any, emulate: bool, n: int) -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
         initializer=math.initializers,
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # every node exists, with these types, at the graph's opset
+    onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -114,26 +124,118 @@ def _check(got: np.ndarray, expected: np.ndarray, x: np.ndarray, emulated: bool)
     np.testing.assert_array_equal(got[passing], x[passing])
 
 
-def _emulated(case: str, emulate_casts: bool) -> bool:
-    """Whether the range limit applies (float16's emulation is exact for every value)."""
-    return case.startswith("mantissa") or (emulate_casts and case == "bf16")
+def _emulated(case: str, emulate_casts: bool, opset: int = 17) -> bool:
+    """Whether the range limit applies (float16's emulation is exact for every value;
+    bfloat16 is emulated below opset 13, where ``Cast`` has no bfloat16).
+    """
+    bf16_emulated = emulate_casts or opset < 13
+    return case.startswith("mantissa") or (bf16_emulated and case == "bf16")
 
 
+@pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("emulate", [False, True], ids=["casts", "emulated"])
-def test_onnxruntime_computes_each_operation_exactly(case: str, emulate: bool) -> None:
+def test_onnxruntime_computes_each_operation_exactly(case: str, emulate: bool, opset: int) -> None:
     build, reference = CASES[case]
     x = values()
-    got = _onnxruntime(_graph(build, emulate, x.size), x)
-    _check(got, reference(x), x, _emulated(case, emulate))
+    got = _onnxruntime(_graph(build, emulate, x.size, opset), x)
+    _check(got, reference(x), x, _emulated(case, emulate, opset))
 
 
+@pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_openvino_computes_each_emulated_operation_exactly(case: str) -> None:
+def test_openvino_computes_each_emulated_operation_exactly(case: str, opset: int) -> None:
     build, reference = CASES[case]
     x = values()
-    got = _openvino(_graph(build, True, x.size), x)
-    _check(got, reference(x), x, _emulated(case, True))
+    got = _openvino(_graph(build, True, x.size, opset), x)
+    _check(got, reference(x), x, _emulated(case, True, opset))
+
+
+def test_casts_are_used_where_the_opset_has_them() -> None:
+    """float16 ``Cast`` exists from opset 6, bfloat16 from 13 (emulated below)."""
+    for opset, bf16_cast in ((9, False), (11, False), (12, False), (13, True), (17, True)):
+        math = OnnxFaultMath("f", {"x"}, emulate_casts=False, opset=opset)
+        assert math.casts_to("float16")
+        assert math.casts_to("bfloat16") is bf16_cast
+        math.round_trip("x", "bfloat16")
+        assert ("Cast" in {n.op_type for n in math.nodes}) is bf16_cast
+    assert not OnnxFaultMath("f", {"x"}, emulate_casts=True, opset=17).casts_to("float16")
+    with pytest.raises(UsageError, match="opset 9 or newer"):
+        OnnxFaultMath("f", {"x"}, emulate_casts=False, opset=8)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_lookup_table_matches_its_definition_at_every_opset(opset: int) -> None:
+    """``Clip`` takes its bounds as attributes before opset 11."""
+    start, step = -4.0, 0.5
+    table = np.linspace(0.0, 1.0, 16, dtype=np.float32)
+    slopes = np.full(16, 0.25, np.float32)
+    x = np.linspace(-6.0, 6.0, 97, dtype=np.float32)
+    got = _onnxruntime(
+        _graph(lambda m, v: m.lookup_linear(v, start, step, table, slopes), False, x.size, opset),
+        x,
+    )
+    t = (np.clip(x, start, start + 16 * step) - start) / step
+    i = np.minimum(np.floor(t), 15).astype(np.int64)
+    np.testing.assert_allclose(got, table[i] + (t - i) * slopes[i], rtol=1e-6, atol=1e-7)
+
+
+def _conv_relu(opset: int) -> onnx.ModelProto:
+    """A tiny Conv → Relu graph at ``opset``, as a user's old export would be."""
+    rng = np.random.default_rng(1)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="/s1/Conv", pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["y"], name="/s1/Relu"),
+        ],
+        "conv_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        initializer=[weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 4 if opset <= 9 else 6
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("opset", [9, 11])
+@pytest.mark.parametrize("kind", ["bf16", "fp16"])
+@pytest.mark.parametrize("emulate", [False, True], ids=["casts", "emulated"])
+def test_rewritten_old_opset_graph_is_valid_and_faults_the_node(
+    opset: int, kind: str, emulate: bool
+) -> None:
+    """A bf16 fault on an opset-9/11 graph used to insert an invalid bfloat16 ``Cast``."""
+    model = _conv_relu(opset)
+    faulty = rewrite_model(model, FaultSpec("s1", "Conv", kind, 1), ["/s1/Conv"], emulate)
+    onnx.checker.check_model(faulty, full_check=True)
+    assert faulty.opset_import[0].version == opset
+    casts = [n.attribute[0].i for n in faulty.graph.node if n.op_type == "Cast"]
+    if kind == "fp16" and not emulate:
+        assert casts == [TensorProto.FLOAT16, TensorProto.FLOAT]
+    else:
+        assert TensorProto.BFLOAT16 not in casts
+    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    clean = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(faulty.SerializeToString(), providers=["CPUExecutionProvider"])
+    conv = _onnxruntime_conv(model, x)
+    reference = bf16_reference if kind == "bf16" else fp16_reference
+    expected = np.maximum(reference(conv), 0.0)
+    got = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+    assert not np.array_equal(got, clean.run(None, {"x": x})[0])
+
+
+def _onnxruntime_conv(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """The Conv's own output (the graph cut before Relu)."""
+    cut = onnx.ModelProto()
+    cut.CopyFrom(model)
+    del cut.graph.node[1:]
+    del cut.graph.output[:]
+    cut.graph.output.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 4, 8, 8]))
+    session = ort.InferenceSession(cut.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
 
 
 def _openvino_has_bf16() -> bool:

@@ -13,7 +13,7 @@ from anpred.interchange.export import AnchorOutput
 from anpred.interchange.isolation import fed_name, isolation_model
 
 
-def _anchored() -> tuple[onnx.ModelProto, list[AnchorOutput]]:
+def _anchored(opset: int = 17) -> tuple[onnx.ModelProto, list[AnchorOutput]]:
     """conv → relu (anchor a1) → conv → sigmoid (a2); a2 + a1-pooled skip → add (output)."""
     rng = np.random.default_rng(0)
     inits = [
@@ -39,7 +39,7 @@ def _anchored() -> tuple[onnx.ModelProto, list[AnchorOutput]]:
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("out", "a1", "a2")],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     anchors = [
         AnchorOutput("b1", "b1", "b1", "b1", "a1", tuple(shape)),
         AnchorOutput("b2", "b2", "b2", "b2", "a2", tuple(shape)),
@@ -120,3 +120,22 @@ def test_unknown_stage_is_a_usage_error() -> None:
     model, anchors = _anchored()
     with pytest.raises(UsageError, match="unknown stage"):
         build_drill_graph(model, anchors, "images", (1, 3, 8, 8), ["nope"])
+
+
+def test_opset9_graph_unpacks_with_slice_attributes() -> None:
+    """Before opset 10 ``Slice`` takes its bounds as attributes (the onnx package's light
+    models are opset 9: their drill-down failed to load everywhere).
+    """
+    model, anchors = _anchored(opset=9)
+    model.ir_version = 4
+    graph = build_drill_graph(model, anchors, "images", (1, 3, 8, 8), ["output", "b1"])
+    onnx.checker.check_model(graph.anchored, full_check=True)
+    slices = [n for n in graph.anchored.graph.node if n.op_type == "Slice"]
+    assert len(slices) == 3 and all(len(n.input) == 1 for n in slices)
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    a1, a2, out = _run(model, {"images": x}, ["a1", "a2", "out"])
+    packed = graph.pack({None: x, "b1": a1, "b2": a2})
+    relu, add = (op.output for op in graph.ops[1:])
+    got_relu, got_add = _run(graph.anchored, {PACKED_INPUT: packed}, [relu, add])
+    np.testing.assert_array_equal(got_relu, a1)  # unpacked from the model input
+    np.testing.assert_array_equal(got_add, out)  # unpacked from the b1 and b2 anchors

@@ -19,6 +19,16 @@ Two ONNX operations the fault kinds need have no direct equivalent here:
   to nearest even, as the cast, for ``2**-100 <= |x| <= 2**100``, other values pass
   unchanged), plus, for float16, ``Round`` on its subnormal grid and the overflow to
   infinity: float16 is then exact for every value.
+
+Every rewrite is valid at the graph's own opset (a user's ONNX file keeps it; real exports
+are often opset 9 to 12), from opset 9 (``Where``) on:
+
+* ``Cast`` to bfloat16 exists from opset 13: below it the bfloat16 round trip is emulated
+  for every library (same range rule as above); ``Cast`` to float16 is valid from opset 6;
+* ``GreaterOrEqual``/``LessOrEqual`` (opset 12) become ``Not(Less)``/``Not(Greater)``
+  (they differ only for NaN, which every branch they select maps to NaN);
+* ``Round`` (opset 11) becomes half-to-even rounding from ``Floor``;
+* ``Clip`` takes its bounds as attributes before opset 11.
 """
 
 from __future__ import annotations
@@ -45,6 +55,20 @@ _SPLIT_RANGE = (2.0**-100, 2.0**100)
 #: rounds to a finite float16 (from 65520 on, float16 rounding gives infinity).
 _F16_MIN_NORMAL = 2.0**-14
 _F16_FINITE = float(np.nextafter(np.float32(65520.0), np.float32(0.0)))
+#: Oldest opset the rewrite supports (``Where`` appears in opset 9).
+MIN_OPSET = 9
+#: Opsets where the operators the rewrite needs appear in the default domain.
+_BF16_CAST_OPSET = 13
+_ORDER_OPSET = 12  # GreaterOrEqual, LessOrEqual
+_ROUND_OPSET = 11  # Round; Clip with bounds as inputs
+
+
+def graph_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset ``model`` imports (the newest one onnx knows if none)."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return int(onnx.defs.onnx_opset_version())
 
 
 class OnnxFaultMath(FaultMath):
@@ -56,11 +80,27 @@ class OnnxFaultMath(FaultMath):
         prefix: Unique prefix of the new names (one per target node).
         float_names: Names of the graph's float32 values.
         emulate_casts: Round with arithmetic instead of ``Cast`` pairs (OpenVINO).
+        opset: Default-domain opset of the graph the nodes go into (default: the newest).
+
+    Raises:
+        UsageError: For an opset older than :data:`MIN_OPSET`.
     """
 
     library = "onnx"
 
-    def __init__(self, prefix: str, float_names: Collection[str], emulate_casts: bool) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        float_names: Collection[str],
+        emulate_casts: bool,
+        opset: int | None = None,
+    ) -> None:
+        self.opset = int(onnx.defs.onnx_opset_version()) if opset is None else int(opset)
+        if self.opset < MIN_OPSET:
+            raise UsageError(
+                f"fault injection into an ONNX graph needs opset {MIN_OPSET} or newer "
+                f"(this graph: opset {self.opset})"
+            )
         self.prefix = prefix
         self.float_names = set(float_names)
         self.emulate_casts = emulate_casts
@@ -94,19 +134,48 @@ class OnnxFaultMath(FaultMath):
         big = self.op("Mul", x, self.const(2.0 ** (24 - keep_bits) + 1.0))
         return self.op("Sub", big, self.op("Sub", big, x))
 
+    def _compare(self, op_type: str, x: str, y: str) -> str:
+        """Boolean ``x op y``; before opset 12, ``>=`` is ``Not(<)`` and ``<=`` ``Not(>)``."""
+        if self.opset < _ORDER_OPSET and op_type in ("GreaterOrEqual", "LessOrEqual"):
+            strict = "Less" if op_type == "GreaterOrEqual" else "Greater"
+            return self.op("Not", self.op(strict, x, y, float_out=False), float_out=False)
+        return self.op(op_type, x, y, float_out=False)
+
     def _where_magnitude(self, x: str, low: float, high: float, inside: str, outside: str) -> str:
         """``inside`` where ``low <= |x| <= high``, else ``outside``."""
         magnitude = self.op("Abs", x)
         test = self.op(
             "And",
-            self.op("GreaterOrEqual", magnitude, self.const(low), float_out=False),
-            self.op("LessOrEqual", magnitude, self.const(high), float_out=False),
+            self._compare("GreaterOrEqual", magnitude, self.const(low)),
+            self._compare("LessOrEqual", magnitude, self.const(high)),
             float_out=False,
         )
         return self.op("Where", test, inside, outside)
 
+    def _round_half_even(self, y: str) -> str:
+        """``Round(y)`` (to the nearest integer, ties to even); from ``Floor`` before opset 11."""
+        if self.opset >= _ROUND_OPSET:
+            return self.op("Round", y)
+        half = self.const(0.5)
+        floor = self.op("Floor", y)
+        fraction = self.op("Sub", y, floor)
+        above = self.op("Greater", fraction, half, float_out=False)
+        below = self.op("Less", fraction, half, float_out=False)
+        tie = self.op("Not", self.op("Or", above, below, float_out=False), float_out=False)
+        halved = self.op("Floor", self.op("Mul", floor, half))
+        parity = self.op("Sub", floor, self.op("Add", halved, halved))  # 0 or 1
+        odd = self.op("Greater", parity, half, float_out=False)
+        up = self.op("Or", above, self.op("And", tie, odd, float_out=False), float_out=False)
+        return self.op("Where", up, self.op("Add", floor, self.const(1.0)), floor)
+
+    def casts_to(self, dtype: str) -> bool:
+        """Whether a round trip to ``dtype`` is a ``Cast`` pair (else arithmetic)."""
+        if self.emulate_casts:
+            return False
+        return dtype != "bfloat16" or self.opset >= _BF16_CAST_OPSET
+
     def round_trip(self, x: Any, dtype: str) -> Any:
-        if not self.emulate_casts:
+        if self.casts_to(dtype):
             return self.op("Cast", self.op("Cast", x, to=_CAST_TO[dtype]), to=TensorProto.FLOAT)
         rounded = self._where_magnitude(
             x, _SPLIT_RANGE[0], _SPLIT_RANGE[1], self._split(x, _SIGNIFICANT_BITS[dtype]), x
@@ -115,7 +184,7 @@ class OnnxFaultMath(FaultMath):
             return rounded
         # float16 subnormals: multiples of 2**-24, rounded half to even by Round.
         grid = self.const(2.0**-24)
-        subnormal = self.op("Mul", self.op("Round", self.op("Div", x, grid)), grid)
+        subnormal = self.op("Mul", self._round_half_even(self.op("Div", x, grid)), grid)
         rounded = self._where_magnitude(x, 0.0, _F16_MIN_NORMAL, subnormal, rounded)
         overflow = self.op("Mul", x, self.const(np.inf))
         return self._where_magnitude(x, 0.0, _F16_FINITE, rounded, overflow)
@@ -135,7 +204,10 @@ class OnnxFaultMath(FaultMath):
         self, x: Any, start: float, step: float, values: np.ndarray, slopes: np.ndarray
     ) -> Any:
         n = len(values)
-        clipped = self.op("Clip", x, self.const(start), self.const(start + n * step))
+        if self.opset >= _ROUND_OPSET:
+            clipped = self.op("Clip", x, self.const(start), self.const(start + n * step))
+        else:
+            clipped = self.op("Clip", x, min=float(start), max=float(start + n * step))
         t = self.op("Mul", self.op("Sub", clipped, self.const(start)), self.const(1.0 / step))
         i = self.op("Min", self.op("Floor", t), self.const(float(n - 1)))
         index = self.op("Cast", i, to=TensorProto.INT64, float_out=False)
@@ -172,11 +244,13 @@ def rewrite_model(
         model: An anchored, plain or isolation graph of the export.
         spec: The fault.
         targets: Node keys (see :func:`anpred.inject.stages.resolve_targets`).
-        emulate_casts: Emulate bfloat16/float16 round trips with arithmetic (OpenVINO).
+        emulate_casts: Emulate bfloat16/float16 round trips with arithmetic (OpenVINO);
+            bfloat16 ones are emulated anyway below opset 13.
         library: Who will run the graph (for error messages).
 
     Raises:
-        UsageError: When a target node is not in ``model``.
+        UsageError: When a target node is not in ``model``, or the graph's opset is older
+            than :data:`MIN_OPSET`.
     """
     kind = fault_kind(spec.kind)
     wanted = set(targets)
@@ -191,6 +265,7 @@ def rewrite_model(
             f"graph: {', '.join(missing)}"
         )
     floats = _float_names(model) if kind.target is not Target.ATTRIBUTE else set()
+    opset = graph_opset(model)
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(graph.node):
         key = node_key(node)
@@ -201,7 +276,7 @@ def rewrite_model(
             kind.rewrite_node(node, spec)
             nodes.append(node)
             continue
-        math = OnnxFaultMath(f"fault.{index}", floats, emulate_casts)
+        math = OnnxFaultMath(f"fault.{index}", floats, emulate_casts, opset)
         if kind.target is Target.INPUT:
             faulted = kind.inputs(math, spec, node.op_type, list(node.input))
             nodes.extend(math.nodes)

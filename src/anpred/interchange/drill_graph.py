@@ -268,7 +268,7 @@ def build_drill_graph(
     if empty:
         raise UsageError(f"stage(s) {', '.join(empty)} have no float operator to drill into")
     last = by_key[ordered[-1]].onnx_name
-    unpack, consts = _unpack_nodes(inputs)
+    unpack, consts = _unpack_nodes(inputs, _default_opset(anchored))
     body = [
         *unpack,
         *nodes,
@@ -303,29 +303,40 @@ def build_drill_graph(
     )
 
 
+def _default_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset ``model`` imports (the newest one onnx knows if none)."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return int(onnx.defs.onnx_opset_version())
+
+
 def _unpack_nodes(
-    inputs: Sequence[StageInput],
+    inputs: Sequence[StageInput], opset: int
 ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
-    """``Slice`` + ``Reshape`` per packed tensor, and their constant initializers."""
+    """``Slice`` + ``Reshape`` per packed tensor, and their constant initializers.
+
+    ``Slice`` takes its bounds as inputs from opset 10 on, as attributes before (the
+    graph keeps the anchored model's opset: opset-9 files are common among real models).
+    """
     nodes, consts = [], []
     for index, item in enumerate(inputs):
         prefix = f"drill/in{index}"
-        for suffix, value in (
-            ("starts", [item.offset]),
-            ("ends", [item.offset + item.size]),
-            ("axes", [0]),
-            ("shape", list(item.shape)),
-        ):
+        bounds = {"starts": [item.offset], "ends": [item.offset + item.size], "axes": [0]}
+        shape = {"shape": list(item.shape)}
+        tensors = {**bounds, **shape} if opset >= 10 else shape
+        for suffix, value in tensors.items():
             consts.append(numpy_helper.from_array(np.array(value, np.int64), f"{prefix}/{suffix}"))
         flat = f"{prefix}/flat"
-        nodes.append(
-            helper.make_node(
-                "Slice",
-                [PACKED_INPUT, f"{prefix}/starts", f"{prefix}/ends", f"{prefix}/axes"],
-                [flat],
-                name=f"{prefix}/Slice",
+        if opset >= 10:
+            names = [f"{prefix}/{suffix}" for suffix in bounds]
+            nodes.append(
+                helper.make_node("Slice", [PACKED_INPUT, *names], [flat], name=f"{prefix}/Slice")
             )
-        )
+        else:
+            nodes.append(
+                helper.make_node("Slice", [PACKED_INPUT], [flat], name=f"{prefix}/Slice", **bounds)
+            )
         nodes.append(
             helper.make_node(
                 "Reshape", [flat, f"{prefix}/shape"], [item.name], name=f"{prefix}/Reshape"
