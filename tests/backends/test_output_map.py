@@ -78,3 +78,15 @@ def test_outputs_with_extra_unit_dimensions_are_reshaped() -> None:
     assert mapped.layouts() == {"conv": "NCHW", "gemm": "unit dims"}
     got = mapped.apply(raw, {"conv": (1, 12, 2, 2), "gemm": (1, 12)})
     assert np.array_equal(got["gemm"], gemm)
+
+
+def test_a_converters_known_layout_decides_a_square_tensor() -> None:
+    # (1, 16, 16, 16): NCHW and NHWC fit alike; onnx2tf's outputs are channels last.
+    rng = np.random.default_rng(0)
+    nchw = rng.standard_normal((1, 16, 16, 16)).astype(np.float32)
+    raw = [nchw.transpose(0, 2, 3, 1)]
+    assumed = map_outputs([("r1", (1, 16, 16, 16))], raw)
+    known = map_outputs([("r1", (1, 16, 16, 16))], raw, known={4: "NHWC"})
+    assert assumed.entries[0].layout == "NCHW"  # nothing to tell them apart: assumed
+    assert known.entries[0].layout == "NHWC" and known.entries[0].layout_by == "converter"
+    assert np.array_equal(known.apply(raw, {"r1": (1, 16, 16, 16)})["r1"], nchw)

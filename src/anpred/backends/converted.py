@@ -120,6 +120,9 @@ class ConvertedRunner(Runner):
     #: the conversion cache key, so configurations differing only in them share one
     #: conversion.
     runtime_settings: tuple[str, ...] = ()
+    #: Rank → the layout the converter gives outputs of that rank whatever their shape
+    #: (:func:`anpred.backends.output_map.layouts_of` names); decides square tensors.
+    known_layouts: dict[int, str] = {}  # noqa: RUF012 - read-only class constant
 
     def conversion_settings(self) -> dict[str, Any]:
         """The settings the conversion depends on (its cache key): all but
@@ -242,7 +245,7 @@ class ConvertedRunner(Runner):
         if kind not in self._maps:
             try:
                 names = self.artifact_output_names(handle)
-                self._maps[kind] = map_outputs(keys, raw, names, reference)
+                self._maps[kind] = map_outputs(keys, raw, names, reference, self.known_layouts)
             except OutputMapError as err:
                 raise OutputMappingFailed(f"{kind} model: {err}") from err
             self._records[kind]["output_map"] = self._maps[kind].to_dict()

@@ -16,8 +16,9 @@ mapping is decided once, on the first inference, by the first rule that decides 
 A shape "fits" in a layout: the graph's own (``NCHW``), channels-last (``NHWC``), batch
 dimension dropped (``CHW``), or both (``HWC``); letters follow the rank (``NCW``,
 ``NC``...); failing those, extra or missing unit dimensions (``unit dims``: reshaped).
-When one output fits in several layouts (a square tensor), the layout the other outputs
-of that rank came back in decides, then values, else the graph's layout (recorded as
+When one output fits in several layouts (a square tensor), the layout the converter is
+documented to give that rank decides (the runner's ``known_layouts``), else the layout the
+other outputs of that rank came back in, then values, else the graph's layout (recorded as
 assumed). The rule, each anchor's output and layout, and how each was decided, are recorded
 (:meth:`OutputMap.to_dict`) in the participant's conversion record; mapped arrays are
 returned in the graph's layout (NCHW) so that analysis aligns them like any capture.
@@ -192,6 +193,7 @@ def map_outputs(
     raw: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
     reference: Mapping[str, np.ndarray] | None = None,
+    known: Mapping[int, str] | None = None,
 ) -> OutputMap:
     """Decide the mapping of ``raw`` outputs to ``anchors`` (see the module docstring).
 
@@ -200,6 +202,9 @@ def map_outputs(
         raw: The artifact's outputs, in its own order.
         names: The outputs' names in the artifact, if it has names.
         reference: Reference values by anchor key (graph layout), for the values rule.
+        known: Rank → the layout the converter is documented to give outputs of that rank
+            (onnx2tf: 4-D channels last); it decides a square tensor's layout before the
+            other outputs and values do.
 
     Raises:
         OutputMapError: An anchor fits no output, or two anchors need the same output.
@@ -219,7 +224,7 @@ def map_outputs(
     )
     for a, (key, shape) in enumerate(anchors):
         i, decided = pairs[a]
-        layout, layout_by = _layout(fit[a][i], shape, by_rank, raw[i], reference, key)
+        layout, layout_by = _layout(fit[a][i], shape, by_rank, raw[i], reference, key, known)
         rule_index = max(rule_index, RULES.index(decided))
         entries.append(Entry(key, i, names[i], layout, decided, layout_by))
     used = {i for i, _ in pairs.values()}
@@ -303,11 +308,14 @@ def _layout(
     array: np.ndarray,
     reference: Mapping[str, np.ndarray] | None,
     key: str,
+    known: Mapping[int, str] | None = None,
 ) -> tuple[str, str]:
     """The layout of one matched output (see the module docstring)."""
     rank = len(shape)
     if len(layouts) == 1:
         return layouts[0], "shape"
+    if known and known.get(rank) in layouts:
+        return str(known[rank]), "converter"
     seen = [lay for lay in layouts if by_rank.get((rank, lay))]
     if seen:
         return max(seen, key=lambda lay: by_rank[(rank, lay)]), "other outputs"

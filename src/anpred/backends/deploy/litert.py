@@ -96,6 +96,8 @@ class LiteRtRunner(ConvertedRunner):
 
     library = "litert"
     runtime_settings = ("xnnpack",)
+    #: onnx2tf turns every 4-D tensor channels last (its (1, 84, 8400) 3-D output stays).
+    known_layouts = {4: "NHWC"}  # noqa: RUF012 - read-only class constant
     needs_slim = True
 
     def converter_version(self) -> str:
