@@ -139,3 +139,16 @@ def test_opset9_graph_unpacks_with_slice_attributes() -> None:
     got_relu, got_add = _run(graph.anchored, {PACKED_INPUT: packed}, [relu, add])
     np.testing.assert_array_equal(got_relu, a1)  # unpacked from the model input
     np.testing.assert_array_equal(got_add, out)  # unpacked from the b1 and b2 anchors
+
+
+def test_constant_subgraph_outputs_are_not_exposed() -> None:
+    # A weight computed by nodes (e.g. Shape arithmetic, dequantisation) does not depend on
+    # the stage input: exposing it measured nothing and broke onnx2tf / XNNPACK lowering.
+    model, anchors = _anchored()
+    model.graph.node.insert(
+        2, helper.make_node("Neg", ["w2"], ["w2neg"], name="/model/b2/conv/Neg")
+    )
+    model.graph.node[3].input[1] = "w2neg"
+    graph = build_drill_graph(model, anchors, "images", (1, 3, 8, 8), ["b2"])
+    assert [o.op_type for o in graph.ops] == ["Conv", "Sigmoid"]
+    onnx.checker.check_model(graph.anchored)

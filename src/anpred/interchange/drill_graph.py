@@ -243,6 +243,12 @@ def build_drill_graph(
             )
         inputs.append(StageInput(name, anchor, shape, offset))
         offset += inputs[-1].size
+    # Outputs that depend on the stage inputs: a constant subgraph's outputs measure
+    # nothing, and converters drop them (onnx2tf) or refuse them (ExecuTorch's XNNPACK).
+    varying = set(boundary)
+    for node in nodes:
+        if any(name in varying for name in node.input):
+            varying.update(o for o in node.output if o)
     ops: list[OpAnchor] = []
     stage_ops: dict[str, list[str]] = {s: [] for s in ordered}
     for node in nodes:
@@ -250,7 +256,7 @@ def build_drill_graph(
             continue
         for out in node.output:
             vi = types.get(out)
-            if not out or not _is_float(vi):
+            if not out or out not in varying or not _is_float(vi):
                 continue
             assert vi is not None
             shape = _static_shape(vi)
