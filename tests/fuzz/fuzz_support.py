@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -128,9 +127,23 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _limit_memory() -> None:  # runs in the child before exec
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+#: Starts the CLI under the memory limit in its own process group and writes the CLI
+#: tree's peak RSS. Why a launcher: Linux keeps a process's peak RSS from before ``exec``,
+#: so a CLI forked straight from pytest (over 1 GB after the suite's in-process tests)
+#: reported pytest's RSS as its own; forked from this small launcher it reports its own.
+_LAUNCHER = """
+import os, resource, sys
+os.setsid()
+limit, record = int(sys.argv[1]), sys.argv[2]
+resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[3], sys.argv[3:])
+_, status, usage = os.wait4(pid, 0)
+with open(record, "w") as handle:
+    handle.write(f"{status} {usage.ru_maxrss}")
+os._exit(0)
+"""
 
 
 def run_cli(
@@ -141,8 +154,14 @@ def run_cli(
     env: dict[str, str] | None = None,
 ) -> CliResult:
     """Run ``python -m anpred ARGS`` under the case limits; kill its group on a hang."""
-    argv = [sys.executable, "-m", "anpred", *args]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        record = Path(scratch) / "rusage"
+        argv = [sys.executable, "-c", _LAUNCHER, str(MEMORY_LIMIT), str(record)]
+        argv += [sys.executable, "-m", "anpred", *args]
         started = time.monotonic()
         proc = subprocess.Popen(
             argv,
@@ -151,7 +170,6 @@ def run_cli(
             stdin=subprocess.DEVNULL,
             cwd=cwd,
             env=cli_env(env),
-            preexec_fn=_limit_memory,
         )
         status, rss_kb, timed_out = None, 0, False
         while True:
@@ -167,6 +185,9 @@ def run_cli(
                 break
             time.sleep(0.05)
         _kill_group(proc.pid)  # workers a killed or finished CLI left behind
+        if record.exists():  # the CLI's own status and peak RSS (the launcher's otherwise)
+            raw_status, raw_rss = record.read_text().split()
+            status, rss_kb = int(raw_status), int(raw_rss)
         proc.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - started
         out.seek(0)

@@ -218,10 +218,12 @@ def test_the_offline_guard_refuses_and_records_network_and_pip(fake_runs: tuple)
 
 def test_runtime_only_settings_stay_out_of_the_conversion_key() -> None:
     # ncnn's fp16/bf16 flags are read by ncnn.Net only: converting again for them was waste.
-    from fake_runtime import FakeRuntimeRunner
+    # (A runner defined here: importing fake_runtime would register "fake" in this process.)
+    from anpred.backends.converted import ConvertedRunner
 
-    class Runtime(FakeRuntimeRunner):
+    class Runtime(ConvertedRunner):
         runtime_settings = ("bf16_storage",)
+        converter_version = convert_impl = load_impl = run_impl = None  # type: ignore
 
     runner = Runtime({"bf16_storage": True, "fp16_weights": True, "threads": 2})
     assert runner.conversion_settings() == {"fp16_weights": True, "threads": 2}
