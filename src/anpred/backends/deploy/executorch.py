@@ -142,11 +142,7 @@ class ExecuTorchRunner(ConvertedRunner):
         return arrays
 
     def describe_settings(self) -> dict[str, Any]:
-        described: dict[str, Any] = {}
-        try:
-            described.update(super().describe_settings())
-        except NotImplementedError:  # pragma: no cover - base class not filled in yet
-            described.update(self.settings)
+        described: dict[str, Any] = dict(super().describe_settings())
         described.update(
             {
                 "dtype": self.dtype_name,

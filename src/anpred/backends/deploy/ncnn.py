@@ -272,11 +272,7 @@ class NcnnRunner(ConvertedRunner):
         return outputs
 
     def describe_settings(self) -> dict[str, Any]:
-        described: dict[str, Any] = {}
-        try:
-            described.update(super().describe_settings())
-        except NotImplementedError:  # pragma: no cover - base class not filled in yet
-            described.update(self.settings)
+        described: dict[str, Any] = dict(super().describe_settings())
         described.update(
             {"threads": self.threads, "frontend": self.frontend, "ncnn": ncnn.__version__}
         )
