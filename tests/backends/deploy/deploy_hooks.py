@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -169,6 +170,15 @@ def yolo_feeds(count: int = 1) -> np.ndarray:
 
     images = sample_images(count)
     return np.concatenate([preprocess(im, "letterbox", 640) for im in images]).astype(np.float32)
+
+
+def offline_wrapper() -> list[str]:
+    """``unshare -rn`` (a network namespace without network) where this machine allows it."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return []
+    probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, check=False)
+    return [unshare, "-rn"] if probe.returncode == 0 else []
 
 
 def _source(onnx_path: Path, settings: Mapping[str, Any]) -> Any:

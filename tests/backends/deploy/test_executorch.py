@@ -10,19 +10,14 @@ output; on yolov8n 6.4e-7 at the output and 1.8e-5 at the worst anchor (neck.p5)
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 from deploy_hooks import (
     env_python,
+    offline_wrapper,
     ort_outputs,
     rel_l2,
     run_hooks,
-    tiny_export,
-    tiny_feeds,
     yolo_feeds,
 )
 
@@ -33,22 +28,6 @@ pytestmark = pytest.mark.skipif(PYTHON is None, reason="the executorch environme
 TINY_FP32 = 1e-5
 #: fp32 bounds on yolov8n (measured 6.4e-7 at the output, 1.8e-5 at the worst anchor).
 YOLO_FP32_OUTPUT, YOLO_FP32_ANCHOR = 1e-5, 2e-4
-
-
-def offline_wrapper() -> list[str]:
-    """``unshare -rn`` (a network namespace without network) where this machine allows it."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return []
-    probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, check=False)
-    return [unshare, "-rn"] if probe.returncode == 0 else []
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, list[np.ndarray]]:
-    onnx_path = tiny_export(tmp_path_factory.mktemp("tiny-export"))
-    feeds = tiny_feeds()
-    return onnx_path, feeds, ort_outputs(onnx_path, feeds)
 
 
 def test_fp32_offline_matches_onnxruntime_in_graph_layout(tiny, tmp_path):

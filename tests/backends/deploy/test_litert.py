@@ -12,13 +12,11 @@ the tiny model and 6.7e-4 at yolov8n's output (1.4e-2 at neck.p5).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from deploy_hooks import env_python, ort_outputs, rel_l2, tiny_export, tiny_feeds
+from deploy_hooks import env_python, offline_wrapper, ort_outputs, rel_l2
 from drive_converted import drive, graph_layout
 
 from anpred.backends.deploy.litert import (
@@ -39,15 +37,6 @@ YOLO_FP32_OUTPUT, YOLO_FP32_ANCHOR = 1e-5, 2e-4
 XNNPACK_LINE = "Created TensorFlow Lite XNNPACK delegate"
 
 
-def _offline_wrapper() -> list[str]:
-    """``unshare -rn`` (no network namespace) when this machine allows it, else nothing."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return []
-    probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, check=False)
-    return [unshare, "-rn"] if probe.returncode == 0 else []
-
-
 def _errors(outputs: list[list[np.ndarray]], expected: list[np.ndarray]) -> list[float]:
     """Worst rel L2 over feeds per graph output, raw outputs put back in graph layout."""
     return [
@@ -60,17 +49,10 @@ def _errors(outputs: list[list[np.ndarray]], expected: list[np.ndarray]) -> list
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, list[np.ndarray]]:
-    onnx_path = tiny_export(tmp_path_factory.mktemp("tiny-export"))
-    feeds = tiny_feeds()
-    return onnx_path, feeds, ort_outputs(onnx_path, feeds)
-
-
-@pytest.fixture(scope="module")
 def fp32(tiny, tmp_path_factory) -> tuple[list[list[np.ndarray]], dict, list[str]]:
     """The fp32 configuration, converted with the network unavailable where possible."""
     onnx_path, feeds, _ = tiny
-    wrapper = _offline_wrapper()
+    wrapper = offline_wrapper()
     out = tmp_path_factory.mktemp("litert-fp32") / "run"
     outputs, info = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], out, {}, prefix=wrapper
@@ -127,7 +109,7 @@ def test_fp16_model_moves_the_result_a_little(tiny, tmp_path):
     onnx_path, feeds, expected = tiny
     outputs, info = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], tmp_path / "run",
-        {"precision": "fp16"}, prefix=_offline_wrapper(),
+        {"precision": "fp16"}, prefix=offline_wrapper(),
     )  # fmt: skip
     assert info["artifact"].endswith("_float16.tflite")
     errors = _errors(outputs, expected)
@@ -140,7 +122,7 @@ def test_without_xnnpack_runs_builtin_kernels(tiny, tmp_path):
     onnx_path, feeds, expected = tiny
     outputs, info = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], tmp_path / "run",
-        {"xnnpack": False}, prefix=_offline_wrapper(),
+        {"xnnpack": False}, prefix=offline_wrapper(),
     )  # fmt: skip
     assert XNNPACK_LINE not in info["stderr"]
     assert max(_errors(outputs, expected)) < TINY_FP32
@@ -209,7 +191,7 @@ def test_yolov8n_fp32_at_the_noise_floor(tmp_path, settings):
     expected = ort_outputs(export.anchored_path, feeds)
     outputs, info = drive(
         Path(PYTHON), SPEC, export.anchored_path, [feeds], tmp_path / "run", settings,
-        prefix=_offline_wrapper(),
+        prefix=offline_wrapper(),
     )  # fmt: skip
     assert info["artifact_output_names"] == ["Identity"] + [f"Identity_{k}" for k in range(1, 9)]
     errors = _errors(outputs, expected)

@@ -13,12 +13,11 @@ at neck.p5).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from deploy_hooks import env_python, ort_outputs, rel_l2, tiny_export, tiny_feeds
+from deploy_hooks import env_python, offline_wrapper, ort_outputs, rel_l2
 from drive_converted import drive
 
 PYTHON = env_python("tvm")
@@ -36,15 +35,6 @@ TINY_FP32 = 1e-5
 YOLO_FP32_OUTPUT, YOLO_FP32_ANCHOR = 1e-5, 2e-4
 
 
-def _offline_wrapper() -> list[str]:
-    """``unshare -rn`` (no network namespace) when this machine allows it, else nothing."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return []
-    probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, check=False)
-    return [unshare, "-rn"] if probe.returncode == 0 else []
-
-
 def _errors(outputs: list[list[np.ndarray]], expected: list[np.ndarray]) -> list[float]:
     """Worst rel L2 over feeds per graph output (TVM keeps the graph's layout)."""
     return [
@@ -53,16 +43,9 @@ def _errors(outputs: list[list[np.ndarray]], expected: list[np.ndarray]) -> list
     ]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, list[np.ndarray]]:
-    onnx_path = tiny_export(tmp_path_factory.mktemp("tiny-export"))
-    feeds = tiny_feeds()
-    return onnx_path, feeds, ort_outputs(onnx_path, feeds)
-
-
 def test_fp32_matches_onnxruntime_offline(tiny, tmp_path):
     onnx_path, feeds, expected = tiny
-    wrapper = _offline_wrapper()  # converts and runs with the network unavailable
+    wrapper = offline_wrapper()  # converts and runs with the network unavailable
     outputs, info = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], tmp_path / "run", {},
         prefix=wrapper,
@@ -77,7 +60,7 @@ def test_mixed_precision_moves_the_result_a_little(tiny, tmp_path):
     onnx_path, feeds, expected = tiny
     outputs, _ = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], tmp_path / "run",
-        {"mixed_precision": "float16"}, prefix=_offline_wrapper(),
+        {"mixed_precision": "float16"}, prefix=offline_wrapper(),
     )  # fmt: skip
     errors = _errors(outputs, expected)
     assert max(errors) > TINY_FP32  # float16 really reaches the kernels
@@ -102,7 +85,7 @@ def test_yolov8n_fp32_at_the_noise_floor(tmp_path):
     expected = ort_outputs(export.anchored_path, feeds)
     outputs, _ = drive(
         Path(PYTHON), SPEC, export.anchored_path, [feeds], tmp_path / "run", {},
-        prefix=_offline_wrapper(),
+        prefix=offline_wrapper(),
     )  # fmt: skip
     errors = _errors(outputs, expected)
     assert len(errors) == len(export.anchors)
