@@ -130,6 +130,16 @@ class ConvertedRunner(Runner):
         """
         return {k: v for k, v in self.settings.items() if k not in self.runtime_settings}
 
+    def select_artifact(self, artifact: Path) -> Path:
+        """The file this configuration loads, out of the conversion's ``artifact``.
+
+        A converter that writes several variants at once (onnx2tf: float32 and float16
+        models) returns one of them from :meth:`convert_impl`; a runner whose choice among
+        them is a runtime setting overrides this to pick its own. Raise
+        :class:`ConversionError` when the variant is missing or the setting invalid.
+        """
+        return artifact
+
     @abstractmethod
     def converter_version(self) -> str:
         """The converter's version (part of the conversion cache key)."""
@@ -217,10 +227,14 @@ class ConvertedRunner(Runner):
             where = "" if kind == "anchored" else f" ({kind} model)"
             raise ConversionFailed(f"{err.reason}{where}") from err
         self._timed(f"convert_{kind}", start)
-        self._records[kind] = {**converted.record, "artifact": str(converted.artifact)}
+        try:
+            artifact = self.select_artifact(converted.artifact)
+        except ConversionError as err:
+            raise ConversionFailed(str(err)) from err
+        self._records[kind] = {**converted.record, "artifact": str(artifact)}
         self._set_step(Step.COMPILE)
         start = time.perf_counter()
-        handle = self.load_impl(converted.artifact, converted.source)
+        handle = self.load_impl(artifact, converted.source)
         self._timed(f"load_{kind}", start)
         self._loaded[kind] = (converted.source, handle)
         return self._loaded[kind]

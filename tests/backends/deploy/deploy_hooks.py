@@ -216,7 +216,7 @@ def _main(argv: Sequence[str]) -> None:
     folder = Path(out) / "artifact"
     record: dict[str, Any] = {"converter": runner.converter_version()}
     start = time.perf_counter()
-    artifact = runner.convert_impl(source, folder)
+    artifact = runner.select_artifact(runner.convert_impl(source, folder))
     record["convert_s"] = round(time.perf_counter() - start, 2)
     start = time.perf_counter()
     handle = runner.load_impl(artifact, source)

@@ -45,7 +45,7 @@ def _main(spec: str, model_path: str, feeds_path: str, out: str, settings_json: 
     converted = convert_cached(
         model,
         runner.library,
-        settings,
+        runner.conversion_settings(),
         runner.converter_version(),
         runner.needs_slim,
         make,
@@ -53,7 +53,8 @@ def _main(spec: str, model_path: str, feeds_path: str, out: str, settings_json: 
     )
     convert_s = time.perf_counter() - start
     start = time.perf_counter()
-    handle = runner.load_impl(converted.artifact, converted.source)
+    artifact = runner.select_artifact(converted.artifact)
+    handle = runner.load_impl(artifact, converted.source)
     load_s = time.perf_counter() - start
     feeds = np.load(feeds_path)
     arrays: dict[str, np.ndarray] = {}
@@ -70,7 +71,7 @@ def _main(spec: str, model_path: str, feeds_path: str, out: str, settings_json: 
         "record": converted.record,
         "load_s": round(load_s, 3),
         "run_s": run_s,
-        "artifact": str(converted.artifact),
+        "artifact": str(artifact),
         "artifact_output_names": list(names) if names is not None else None,
         "source_output_names": list(converted.source.output_names),
         "source_output_shapes": [list(s) for s in converted.source.output_shapes],

@@ -105,13 +105,16 @@ def test_conversion_makes_no_network_access(fp32):
 
 
 @needs_env
-def test_fp16_model_moves_the_result_a_little(tiny, tmp_path):
+def test_fp16_model_moves_the_result_a_little(tiny, fp32, tmp_path):
     onnx_path, feeds, expected = tiny
     outputs, info = drive(
         Path(PYTHON), SPEC, onnx_path, [f[None] for f in feeds], tmp_path / "run",
         {"precision": "fp16"}, prefix=offline_wrapper(),
     )  # fmt: skip
     assert info["artifact"].endswith("_float16.tflite")
+    # onnx2tf wrote both models in the fp32 configuration's conversion: reused, not redone
+    assert info["record"]["cached"] is True
+    assert info["record"]["folder"] == fp32[1]["record"]["folder"]
     errors = _errors(outputs, expected)
     assert max(errors) > TINY_FP32  # fp16 weights are really used
     assert max(errors) < 1e-2

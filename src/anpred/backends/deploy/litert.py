@@ -54,8 +54,9 @@ CALIBRATION_SHAPE = (20, 128, 128, 3)
 PRECISION_SUFFIXES = {"fp32": "_float32.tflite", "fp16": "_float16.tflite"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: Revision of how this runner calls onnx2tf (part of the converter version, so that cached
-#: conversions made another way are not reused). 2: constant outputs behind an Identity.
-RECIPE = 2
+#: conversions made another way are not reused). 2: constant outputs behind an Identity;
+#: 3: the float32 and float16 models kept in one conversion.
+RECIPE = 3
 
 
 def calibration_data() -> np.ndarray:
@@ -95,7 +96,9 @@ class LiteRtRunner(ConvertedRunner):
     """
 
     library = "litert"
-    runtime_settings = ("xnnpack",)
+    #: onnx2tf writes the float32 and float16 models in one conversion: ``precision`` only
+    #: picks the file to load, so both configurations share one (cached) conversion.
+    runtime_settings = ("xnnpack", "precision")
     #: onnx2tf turns every 4-D tensor channels last (its (1, 84, 8400) 3-D output stays).
     known_layouts = {4: "NHWC"}  # noqa: RUF012 - read-only class constant
     needs_slim = True
@@ -110,9 +113,6 @@ class LiteRtRunner(ConvertedRunner):
         return ", ".join([*versions, f"anpred recipe {RECIPE}"])
 
     def convert_impl(self, source: ConversionSource, folder: Path) -> Path:
-        precision = str(source.settings.get("precision", "fp32"))
-        if precision not in PRECISION_SUFFIXES:
-            raise ConversionError(f"unsupported precision {precision!r} (fp32 or fp16)")
         np.save(folder / CALIBRATION_FILE, calibration_data())
         onnx_path = _constant_outputs_computed(source.onnx_path, folder / "onnx2tf-input")
         out = folder / "onnx2tf"
@@ -137,13 +137,24 @@ class LiteRtRunner(ConvertedRunner):
             if isinstance(err, (KeyboardInterrupt, MemoryError)):
                 raise  # not the model's fault: not cached as its conversion's failure
             raise ConversionError(_reason(err, log.getvalue())) from err
-        artifact = out / (source.onnx_path.stem + PRECISION_SUFFIXES[precision])
-        if not artifact.exists():
-            raise ConversionError(f"onnx2tf wrote no {artifact.name}: {_last_line(log)}")
+        for suffix in PRECISION_SUFFIXES.values():
+            written = out / (source.onnx_path.stem + suffix)
+            if not written.exists():
+                raise ConversionError(f"onnx2tf wrote no {written.name}: {_last_line(log)}")
         for path in out.iterdir():  # the saved model onnx2tf also writes: not run, not kept
             if path.suffix != ".tflite":
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
-        return artifact
+        return out / (source.onnx_path.stem + PRECISION_SUFFIXES["fp32"])
+
+    def select_artifact(self, artifact: Path) -> Path:
+        precision = str(self.settings.get("precision", "fp32"))
+        if precision not in PRECISION_SUFFIXES:
+            raise ConversionError(f"unsupported precision {precision!r} (fp32 or fp16)")
+        stem = artifact.name.removesuffix(PRECISION_SUFFIXES["fp32"])
+        chosen = artifact.with_name(stem + PRECISION_SUFFIXES[precision])
+        if not chosen.exists():
+            raise ConversionError(f"the conversion holds no {chosen.name}")
+        return chosen
 
     def load_impl(self, artifact: Path, source: ConversionSource) -> LiteRtModel:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
