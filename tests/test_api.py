@@ -70,6 +70,8 @@ def test_load_refuses_a_directory_that_is_not_an_analysed_run(tmp_path: Path) ->
         ({"images": 0}, "images must be at least 1"),
         ({"granularty": "layer"}, "unknown option.*granularty"),
         ({"libs": ""}, "libs must name participants"),
+        ({"calibration": "missing.json"}, "--calibration takes auto, off or a calibration file"),
+        ({"drill": "no"}, "drill must be True or False"),
     ],
 )
 def test_bad_arguments_raise_one_line_errors(
@@ -79,6 +81,32 @@ def test_bad_arguments_raise_one_line_errors(
         anpred.run("tiny.onnx", out=tmp_path / "run", **kwargs)  # type: ignore[arg-type]
     assert "\n" not in str(err.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_calibration_and_drill_reach_the_pipeline_as_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anpred.pipeline import run as pipeline
+
+    calls: list[dict[str, object]] = []
+
+    def fake_run(settings: object, directory: Path, **kwargs: object) -> object:
+        calls.append(kwargs)
+        golden = anpred.load(GOLDEN)
+        return pipeline.RunOutcome(golden.dir, golden.summary, 1)
+
+    monkeypatch.setattr(pipeline, "run", fake_run)
+    run = anpred.run("tiny.onnx", out=tmp_path / "run", progress=None)
+    assert run.exit_code == 1 and run.dir == GOLDEN
+    # the defaults of `anpred run`: a cached calibration if one fits, drill-down on findings
+    assert calls[-1]["calibration"] == "auto" and calls[-1]["drill"] is True
+    anpred.run("tiny.onnx", out=tmp_path / "run", calibration="off", drill=False, threads=2)
+    assert calls[-1]["calibration"] == "off" and calls[-1]["drill"] is False
+    assert calls[-1]["threads"] == 2
+    path = tmp_path / "calibration.json"
+    path.write_text("{}")  # checked for fit by the pipeline, once the model is exported
+    anpred.run("tiny.onnx", out=tmp_path / "run", calibration=path)
+    assert calls[-1]["calibration"] == str(path.resolve())
 
 
 def test_the_readme_example_runs(

@@ -27,6 +27,9 @@ Progress = Callable[[str], None]
 #: Keyword options of :func:`run` that go to the pipeline rather than into the run settings.
 _EXECUTION = ("threads", "parallel", "timeout")
 
+#: Keyword arguments of :func:`run` besides the run settings (named in its error message).
+_KEYWORDS = (*_EXECUTION, "progress", "drill", "calibration")
+
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
@@ -99,7 +102,7 @@ def _options(
     if unknown:
         raise UsageError(
             f"anpred.run() got unknown option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted([*known, *_EXECUTION, 'progress']))}"
+            f"known: {', '.join(sorted([*known, *_KEYWORDS]))}"
         )
     names = tuple(libs.split(",")) if isinstance(libs, str) else tuple(libs)
     if not names or not all(isinstance(n, str) and n for n in names):
@@ -126,6 +129,8 @@ def run(
     out: str | PathLike[str] | None = None,
     *,
     progress: Progress | None = _stderr,
+    drill: bool = True,
+    calibration: str | PathLike[str] = "auto",
     **options: Any,
 ) -> Run:
     """Run an anchor-level analysis, as ``anpred run`` does, and return the run.
@@ -139,6 +144,12 @@ def run(
             there is resumed.
         progress: Called with each progress line (default: print to stderr; ``None``:
             silent).
+        drill: When the run has findings, drill from the flagged stages down to the
+            operators (``--no-drill``: ``False``).
+        calibration: The noise thresholds, as ``--calibration``: ``"auto"`` (the
+            calibration ``anpred calibrate`` cached for this model, input shape, anchors
+            and fp32 participants, else the fixed 10x rule), ``"off"`` (the fixed rule) or
+            the path of a calibration file (``docs/oracle.md``).
         **options: Run settings, as the CLI flags: ``granularity``, ``anchors``,
             ``weights``, ``seed``, ``synthetic``, ``isolation``, ``input_size``; and
             execution settings: ``threads`` (per worker), ``parallel`` (workers at once),
@@ -150,13 +161,22 @@ def run(
     Raises:
         AnpredError: Bad arguments or input (one-line message), as the CLI reports them.
     """
+    from anpred.pipeline.calibration_cache import calibration_mode
     from anpred.pipeline.run import run as run_pipeline
 
     execution = {k: options.pop(k) for k in _EXECUTION if k in options}
     settings = _options(model, libs, images, options)
+    if not isinstance(drill, bool):
+        raise UsageError(f"drill must be True or False, got {drill!r}")
+    mode = calibration_mode(calibration)
     directory = Path(out) if out is not None else Path("runs") / Path(str(model)).stem
     outcome = run_pipeline(
-        settings, directory, say=progress or (lambda _message: None), **execution
+        settings,
+        directory,
+        say=progress or (lambda _message: None),
+        drill=drill,
+        calibration=mode,
+        **execution,
     )
     return Run(outcome.run_dir, outcome.summary, outcome.exit_code)
 

@@ -88,3 +88,52 @@ def test_a_jobs_assets_are_the_files_it_names(tmp_path: Path) -> None:
         "isolation_source": str(tmp_path / "not-there-yet"),
     }
     assert job_assets(job) == (inputs, export)
+
+
+def test_workers_keep_jax_compilations_under_the_anpred_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from anpred.execution.pool import JAX_CACHE_BYTES
+
+    monkeypatch.setenv("ANPRED_CACHE", str(tmp_path))
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    overlay = worker_overlay(1)
+    assert overlay["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "jax-compilation")
+    assert int(overlay["JAX_COMPILATION_CACHE_MAX_SIZE"]) == JAX_CACHE_BYTES
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "")  # the caller's "no cache" wins
+    assert worker_overlay(1)["JAX_COMPILATION_CACHE_DIR"] == ""
+
+
+@pytest.mark.slow
+def test_a_jax_worker_from_the_compilation_cache_captures_the_same_numbers(
+    tmp_path: Path,
+) -> None:
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "pipeline"))
+    from tiny_model import tiny_cnn
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    # every compilation is kept (jax keeps only those over 1 s by default)
+    env = {**os.environ, "ANPRED_CACHE": str(tmp_path / "cache"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    compiled = tmp_path / "cache" / "jax-compilation"
+    captures = []
+    for run in ("first", "cached"):
+        out = tmp_path / run
+        args = ["run", str(model), "--libs", "jax", "--images", "1", "--out", str(out),
+                "--keep-captures", "all", "--no-drill"]  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", "anpred", *args], env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        if run == "first":
+            kept = sorted(p.name for p in compiled.iterdir())
+            assert len(kept) >= 3  # anchored, plain and isolation programs at least
+        folder = out / "captures" / "jax"
+        captures.append({f.name: dict(np.load(f)) for f in sorted(folder.glob("*.npz"))})
+    assert sorted(p.name for p in compiled.iterdir()) == kept  # all came from the cache
+    assert captures[0].keys() == captures[1].keys()
+    for name, arrays in captures[0].items():
+        for key, value in arrays.items():
+            np.testing.assert_array_equal(value, captures[1][name][key])

@@ -49,6 +49,7 @@ def test_a_hung_export_fails_the_run_in_one_line(
     tmp_path: Path, helper_on_path: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(run_module, "EXPORT_MODULE", "hung_job")
+    monkeypatch.setenv("ANPRED_CACHE", str(tmp_path / "cache"))  # no remembered export
     options = RunOptions(model="yolov8n")
     started = time.monotonic()
     with pytest.raises(JobFailedError) as err:
@@ -61,3 +62,41 @@ def test_a_hung_export_fails_the_run_in_one_line(
     recorded = store.export_job.read_status()
     assert recorded["state"] == "timeout" and recorded["step"] == "export"
     assert not store.has_export()
+
+
+def test_a_zoo_export_is_remembered_and_exported_again_when_anything_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anpred.interchange.export import AnchoredExport
+
+    monkeypatch.setenv("ANPRED_CACHE", str(tmp_path / "cache"))
+    jobs: list[dict] = []
+
+    def export_job(request, folder, label, timeout, env=None) -> AnchoredExport:
+        jobs.append(dict(request))
+        done = tmp_path / f"export{len(jobs)}"
+        done.mkdir()
+        for name in ("anchored.onnx", "plain.onnx"):
+            (done / name).write_bytes(b"graph")
+        return AnchoredExport(done, "images", (1, 3, 32, 32), 17, (), weights_id="seed0")
+
+    monkeypatch.setattr(run_module, "run_export", export_job)
+
+    def export(options: RunOptions, run: str) -> AnchoredExport:
+        RunStore.create(tmp_path / run, options.to_dict())
+        return run_module.export_model(options, tmp_path / run, lambda _m: None)
+
+    first = export(RunOptions(model="yolov8n"), "a")
+    assert export(RunOptions(model="yolov8n"), "b") == first and len(jobs) == 1  # no job
+    assert RunStore(tmp_path / "b").read_export() == first.to_dict()
+    export(RunOptions(model="yolov8n", seed=1), "c")  # another request: its own export
+    assert len(jobs) == 2
+    (first.folder / "plain.onnx").unlink()  # the export cache lost it: export again
+    assert export(RunOptions(model="yolov8n"), "d").folder == tmp_path / "export3"
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"1")
+    export(RunOptions(model="yolov8n", weights=str(weights)), "e")
+    weights.write_bytes(b"2")  # the same path with other weights
+    export(RunOptions(model="yolov8n", weights=str(weights)), "f")
+    assert len(jobs) == 5
+    assert run_module.export_memo({"onnx": "m.onnx", "anchors": []}) is None  # a user's file

@@ -58,7 +58,10 @@ def test_dummy_participant_runs_end_to_end(tmp_path: Path) -> None:
     model = _tiny_cnn(tmp_path / "tiny.onnx")
     out = tmp_path / "run"
     libs = "torch,onnxruntime,dummy"
-    proc = _anpred("run", str(model), "--libs", libs, "--images", "2", "--out", str(out))
+    proc = _anpred(  # every capture is kept: they are counted below
+        "run", str(model), "--libs", libs, "--images", "2", "--keep-captures", "all",
+        "--out", str(out),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     by_name = {p["participant"]: p for p in summary["participants"]}

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from anpred.analysis.oracle import OracleParams, assess, judge_anchor
-from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
+from anpred.localization.drilldown import (
+    OpInfo,
+    drill_layers,
+    drill_targets,
+    judge_target,
+    named_layer,
+)
 from anpred.participants import REFERENCE32
 from anpred.store.summary_records import Finding
 
@@ -107,3 +113,48 @@ def test_with_two_participants_the_first_flagged_operator_is_named_by_finding() 
     assert (target.named, target.basis) == ("op0002", "finding")
     clean = judge_target(REFERENCE32, "s", ops, verdicts, INPUTS)
     assert clean.named is None and "pairwise" in clean.reason
+
+
+#: Module paths of a ResNet-like stage ``layer2`` (two blocks) as the drill graph records
+#: them; ``None``: an exporter's helper node without scope.
+RESNET_MODULES = [
+    "layer2.0.conv1",
+    "layer2.0.relu",
+    "layer2.0.conv2",
+    None,
+    "layer2.1.conv1",
+    "layer2.1.relu",
+]
+
+
+def test_layers_group_the_operator_chain_and_the_faulty_operators_layer_is_named() -> None:
+    _, verdicts = _verdicts(faulty_op=4, n_ops=6)
+    ops = [
+        OpInfo(f"op{k + 1:04d}", f"/n{k}", "Conv", m, "layer2")
+        for k, m in enumerate(RESNET_MODULES)
+    ]
+    target = judge_target("faulty", "layer2", ops, verdicts, INPUTS)
+    assert target.named == "op0005"
+    layers = drill_layers(target.ops)
+    # one level below what the stage's operators share; the scopeless op joins layer2.0
+    assert [x.module for x in layers] == ["layer2.0", "layer2.1"]
+    assert layers[0].ops == ("op0001", "op0002", "op0003", "op0004")
+    # a layer's output is its last operator's: the error enters in layer2.1
+    assert layers[0].output == "op0004" and not layers[0].finding
+    assert layers[1].output == "op0006" and layers[1].finding
+    assert layers[1].chain == target.ops[5].chain
+    assert layers[1].introducing == ("op0005",)
+    assert named_layer(target) == (layers[1], "introduced")
+    # a clean participant: no operator, no layer
+    assert named_layer(judge_target("openvino", "layer2", ops, verdicts, INPUTS)) == (None, None)
+
+
+def test_layers_need_module_paths_and_descend_past_a_single_shared_module() -> None:
+    ops, verdicts = _verdicts(faulty_op=1, n_ops=3)
+    bare = [OpInfo(o.key, o.node, o.op_type, None, "s") for o in ops]
+    assert drill_layers(judge_target("faulty", "s", bare, verdicts, INPUTS).ops) == ()
+    # YOLO: every operator of the stage under model.4 -> layers model.4.cv1, model.4.m
+    yolo = ["model.4.cv1.conv", "model.4.m.0.cv1.conv", "model.4.m.0.cv2.conv"]
+    scoped = [OpInfo(o.key, o.node, o.op_type, m, "s") for o, m in zip(ops, yolo, strict=True)]
+    layers = drill_layers(judge_target("faulty", "s", scoped, verdicts, INPUTS).ops)
+    assert [x.module for x in layers] == ["model.4.cv1", "model.4.m"]

@@ -2,6 +2,8 @@
 run`` reuses it (and says so), falls back to the fixed rule for another participant set,
 and ``--calibration off`` keeps the fixed rule.
 
+An evaluation's calibration run is cached the same way.
+
 Measured on the shared 2-core machine: calibrate 6.6 s, each run 7 s.
 """
 
@@ -70,6 +72,42 @@ def test_a_cached_calibration_is_reused_by_run(tiny_onnx, tmp_path, env) -> None
     )  # resumed: analysed again, fixed rule
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(run)["oracle"]["threshold_rule"] == "fixed"
+
+
+@pytest.mark.slow
+def test_an_evaluation_caches_its_calibration_for_later_runs(tiny_onnx, tmp_path, env) -> None:
+    grid = tmp_path / "grid.json"
+    grid.write_text(
+        json.dumps(
+            {
+                "models": [str(tiny_onnx)],
+                "libs": LIBS,
+                "images": 1,
+                "faults": [],
+                "configurations": ["onnxruntime[O0]"],
+                "calibration": 2,
+            }
+        )
+    )
+    proc = anpred("eval", "--config", str(grid), "--out", str(tmp_path / "eval"), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cached = Path(proc.stderr.split("calibration cached: ")[1].splitlines()[0])
+    assert cached.parent == Path(env["ANPRED_CACHE"]) / "calibrations"
+    record = json.loads(cached.read_text())
+    # the evaluation calibrates on its participants and its fp32 configurations
+    assert record["key"]["participants"] == ["jax", "onnxruntime", "onnxruntime[O0]", "torch"]
+    assert record["calibration"]["inputs"] == ["synthetic0", "synthetic1"]
+    clean = summary(tmp_path / "eval" / "tiny" / "clean")["oracle"]["calibration"]
+    assert clean["factor"] == {a: t["factor"] for a, t in record["calibration"]["anchors"].items()}
+
+    run = tmp_path / "run"
+    libs = f"{LIBS},onnxruntime[O0]"
+    proc = anpred(
+        "run", str(tiny_onnx), "--libs", libs, "--images", "1", "--out", str(run), env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"from the cache: {cached}" in proc.stderr
+    assert summary(run)["oracle"]["calibration"]["source"] == f"cache:{cached}"
 
 
 def test_bad_calibration_flags_are_one_line_errors(tiny_onnx, tmp_path, env) -> None:

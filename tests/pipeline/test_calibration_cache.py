@@ -18,6 +18,7 @@ from anpred.pipeline.calibrate import operator_params
 from anpred.pipeline.calibration_cache import (
     SEED_OFFSET,
     calibration_key,
+    calibration_mode,
     calibration_options,
     fp32_participants,
     lookup,
@@ -157,3 +158,12 @@ def test_the_drill_judges_operators_with_their_stage_introduced_factor():
     assert ops.factor("op3") == NOISE_FACTOR  # no calibrated stage: fixed
     assert ops.introduced_factor("op1") == NOISE_FACTOR  # one operator alone: fixed
     assert operator_params(OracleParams(), {"op1": "stem"}).calibration is None
+
+
+def test_calibration_modes_are_checked(tmp_path):
+    assert calibration_mode("auto") == "auto" and calibration_mode("off") == "off"
+    path = tmp_path / "calibration.json"
+    path.write_text("{}")
+    assert calibration_mode(path) == str(path.resolve())  # a path-like object is taken
+    with pytest.raises(UsageError, match="--calibration takes auto, off or a calibration file"):
+        calibration_mode(tmp_path / "missing.json")

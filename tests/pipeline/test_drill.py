@@ -103,3 +103,12 @@ def test_drill_down_on_a_small_zoo_model_names_the_faulted_conv(tmp_path) -> Non
     target, named = _named(out)
     assert named is not None and named["node"] == node, json.dumps(target)[:2000]
     assert named["module"] == "features.4.block.0.0"
+    # the layer level: the named operator's layer (a torch module of the stage), shown
+    # in the terminal with the stage's other layers (no job of its own)
+    from anpred.localization.drilldown import named_layer
+    from anpred.store.summary_drill import DrillTarget
+
+    layer, basis = named_layer(DrillTarget.from_dict(target))
+    assert layer is not None and basis == "introduced" and named["key"] in layer.ops
+    assert named["module"].startswith(layer.module + ".")
+    assert f"»{layer.module} " in done.stdout and f"layer {layer.module} (" in done.stdout

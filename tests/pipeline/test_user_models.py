@@ -89,13 +89,6 @@ def test_dynamic_dims_refused_in_one_line(tmp_path) -> None:
     assert "dynamic dimensions batch, seq" in last and "--input-shape ids=NxN" in last
 
 
-def test_several_inputs_are_refused_in_one_line(tmp_path) -> None:
-    model = _token_model(tmp_path / "two.onnx", inputs=2)
-    proc = anpred("run", model, "--libs", "onnxruntime", "--out", str(tmp_path / "run"))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "2 inputs (ids, mask)" in proc.stderr.strip().splitlines()[-1]
-
-
 def test_int_input_with_range_and_automatic_anchors(tmp_path) -> None:
     model = _token_model(tmp_path / "tok.onnx")
     out = tmp_path / "run"

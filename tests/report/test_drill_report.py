@@ -53,3 +53,25 @@ def test_the_report_shows_each_chain_with_the_named_operator_in_bold() -> None:
     assert "stands out" in html
     empty = render_html(_summary(None))
     assert "No drill-down in this summary" in empty
+
+
+def test_the_layers_of_a_stage_are_shown_with_the_named_layer_and_its_operators(
+    tmp_path: Path,
+) -> None:
+    modules = ["layer2.0.conv1", "layer2.0.conv2", "layer2.1.conv1", "layer2.1.conv2"]
+    ops = tuple(
+        DrillOp(f"op{k:04d}", f"/m/n{k}", "Conv", m, v, 1e-6, v > 1e-6, c, c > 1e-6)
+        for k, (m, v, c) in enumerate(
+            zip(modules, [2e-7, 3e-7, 4.2e-3, 1e-7], [2e-7, 4e-7, 4.2e-3, 4.1e-3], strict=True),
+            start=1,
+        )
+    )
+    drill = DrillDown((DrillTarget("jax", "layer2", ops, "op0003", "introduced"),), ("jax",))
+    text = render_summary(_summary(drill), tmp_path)
+    assert "layers (error at the output): layer2.0 4.0e-07 · »layer2.1 4.1e-03*" in text
+    assert "layer layer2.1 (2 of 2): operator 1 of 2 introduces error; its output 4.1e-03" in text
+    # the operators shown are the named layer's
+    shown = [line for line in text.splitlines() if line.startswith("    ") and "/m/n" in line]
+    assert [line.split()[-1] for line in shown] == ["/m/n3", "/m/n4"]
+    html = render_html(_summary(drill))
+    assert "<strong><code>layer2.1</code></strong>" in html and "<code>layer2.0</code>" in html

@@ -100,6 +100,23 @@ def test_annotate_gives_every_failure_a_category() -> None:
     assert "category" not in entries["test_ok"]
 
 
+def test_fed_failure_that_passes_static_needs_a_static_input() -> None:
+    records = {
+        "test_up": {"outcome": "error", "message": "Resize scales must be static", "vision": 1},
+        "test_bad": {"outcome": "wrong", "message": "static", "vision": True},
+        "test_new": {"outcome": "error", "message": "must be static", "vision": True},
+    }
+    ort = {name: {"outcome": "pass"} for name in records}
+    static = {"test_up": {"outcome": "pass"}, "test_bad": {"outcome": "pass"},
+              "test_new": {"outcome": "error"}}  # fmt: skip
+    entries = annotate("jax", records, ort, static)
+    assert entries["test_up"]["category"] == "needs a static input"
+    assert entries["test_up"]["reason"].startswith("passes in static mode")
+    assert entries["test_bad"]["category"] == "open"  # wrong values are never excused
+    assert entries["test_new"]["category"] == "open"  # fails static too
+    assert annotate("jax", records, ort)["test_up"]["category"] == "open"  # static mode
+
+
 @pytest.mark.parametrize("library", suite.LIBRARIES)
 def test_expectation_file_covers_every_runnable_test(library: str) -> None:
     for mode in ("static", "fed"):

@@ -225,17 +225,7 @@ _PACKAGES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle
 #: Cases a translator is known to get wrong or not to translate, none used by the zoo.
 #: Listed (not skipped) so that the gap stays visible: the test fails when another case
 #: fails, and when a listed case starts passing (then remove it here).
-KNOWN_GAPS: set[tuple[str, str, str]] = {
-    # Resize variants added with ONNX's backend tests (issue 18), not translated there yet
-    ("jax", "Resize", "cubic_half_pixel"),
-    ("jax", "Resize", "cubic_align_corners"),
-    ("tensorflow", "Resize", "cubic_half_pixel"),
-    ("tensorflow", "Resize", "cubic_align_corners"),
-    ("tensorflow", "Resize", "linear_half_pixel_symmetric"),
-    # MaxPool's Indices output: translated for torch only so far
-    *((lib, "MaxPool", case) for lib in ("tensorflow", "jax", "paddle")
-      for case in ("indices", "indices_col_major")),
-}  # fmt: skip
+KNOWN_GAPS: set[tuple[str, str, str]] = set()
 
 
 @pytest.mark.parametrize("library", conf.LIBRARIES)

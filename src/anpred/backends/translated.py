@@ -47,11 +47,14 @@ class TranslatedProgram:
             model, self.adapter, hook=self.hooks.post, pre_hook=self.hooks.pre, **kwargs
         )
 
-    def _capture(self, values: Mapping[str, Any]) -> Capture:
+    def _capture(self, values: Mapping[str, Any], program: GraphProgram) -> Capture:
         capture = Capture({})
         for anchor in self.job.export.anchors:
             value = values[anchor.onnx_name]
-            capture.arrays[anchor.key] = np.asarray(self.adapter.to_numpy(value))
+            array = np.asarray(self.adapter.to_numpy(value))
+            # ONNX's output dtype (jax without x64 holds int64 anchors as int32)
+            dtype = program.output_dtypes.get(anchor.onnx_name)
+            capture.arrays[anchor.key] = self.adapter.restore_dtype(array, dtype)
             layout = self.adapter.layout(value)
             if layout != "NCHW":  # NCHW = the graph's own layout: nothing to undo
                 capture.layouts[anchor.key] = layout
@@ -59,12 +62,13 @@ class TranslatedProgram:
 
     def infer(self, feed: np.ndarray) -> Capture:
         """Anchored inference."""
-        return self._capture(self.anchored.run({self.job.export.input_name: feed}))
+        return self._capture(self.anchored.run({self.job.export.input_name: feed}), self.anchored)
 
     def infer_plain(self, feed: np.ndarray) -> np.ndarray:
         """Plain inference, final output in NCHW-free form (outputs are not 4-D images)."""
-        (value,) = self.plain.run({self.job.export.input_name: feed}).values()
-        return np.asarray(self.adapter.to_numpy(value))
+        ((name, value),) = self.plain.run({self.job.export.input_name: feed}).items()
+        array = np.asarray(self.adapter.to_numpy(value))
+        return self.adapter.restore_dtype(array, self.plain.output_dtypes.get(name))
 
     def isolate(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         """Stage-isolated inference (see :mod:`anpred.interchange.isolation`)."""
@@ -78,4 +82,4 @@ class TranslatedProgram:
         by_name = {a.onnx_name: a.key for a in export.anchors}
         feeds_np = {export.input_name: feed}
         feeds_np.update({fed_name(n): anchors[by_name[n]] for n in consumed})
-        return self._capture(program.run(feeds_np))
+        return self._capture(program.run(feeds_np), program)

@@ -139,6 +139,7 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
         "max_memory": max_memory(args.max_memory),
         "drill": not args.no_drill,
         "calibration": _calibration_mode(args.calibration),
+        "keep_captures": args.keep_captures,
     }
 
 
@@ -239,9 +240,11 @@ def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
     std = _floats(args.std, "--std")
     if any(v == 0 for v in std):
         raise UsageError("--std values must not be 0")
-    bounds = _floats(args.input_range, "--input-range")
-    if bounds and (len(bounds) != 2 or bounds[0] > bounds[1]):
-        raise UsageError(f"--input-range takes LO,HI with LO <= HI, got {args.input_range!r}")
+    from anpred.inputs.tensors import parse_input_ranges
+
+    given_ranges = tuple(args.input_range or ())
+    bounds = parse_input_ranges(given_ranges).get(None, ())
+    named_ranges = tuple(v for v in given_ranges if "=" in v)
     if args.stages is not None and args.stages < 2:
         raise UsageError("--stages must be at least 2")
     inputs = args.inputs
@@ -255,6 +258,7 @@ def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
         "std": std,
         "bgr": bool(args.bgr),
         "input_range": bounds,
+        "input_ranges": named_ranges,
         "stages": args.stages,
     }
 
@@ -303,6 +307,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             parallel=args.parallel,
             reanalyse=args.reanalyse,
             executor=executor,
+            keep_captures=args.keep_captures,
         )
     path = write_tables(results, out)
     print(path.read_text())
@@ -321,6 +326,14 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _pruned_note(message: str) -> None:
+    """``anpred report`` is quiet, but says (one line) when it judged from statistics."""
+    from anpred.pipeline.prune import NOTE_START
+
+    if message.startswith(NOTE_START):
+        _say(message)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the report of a finished or interrupted run."""
     import dataclasses
@@ -332,7 +345,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     store = RunStore.open(run_dir)
-    summary = analyse(run_dir)
+    summary = analyse(run_dir, say=_pruned_note)
     if store.has_summary():  # keep what only the original run knew (read raw: any version)
         wall = store.read_summary().get("wall_seconds")
         summary = dataclasses.replace(summary, wall_seconds=wall)
@@ -416,6 +429,7 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         help="judge finished fault and configuration runs again from their captures "
         "(after an oracle change; nothing is re-executed)",
     )
+    add_keep_flag(evaluation)
     add_ray_flag(evaluation)
     evaluation.set_defaults(handler=cmd_eval)
 
@@ -505,9 +519,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     own.add_argument("--bgr", action="store_true", help="feed the channels in BGR order")
     own.add_argument(
         "--input-range",
-        metavar="LO,HI",
+        action="append",
+        metavar="[NAME=]LO,HI",
         help="range of seeded random non-image inputs, e.g. 0,255 for bytes, 0,30000 for "
-        "token ids (default: standard normal floats, integers 0-100)",
+        "token ids (default: standard normal floats, integers 0-100); NAME=LO,HI for one "
+        "input of a model with several (repeatable)",
     )
     own.add_argument(
         "--stages",
@@ -543,6 +559,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="run directory (default runs/<model>); an existing run with the same "
         "settings is resumed",
     )
+    add_keep_flag(where)
     where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
     where.add_argument(
         "--parallel", type=int, default=2, help="workers running at once (default 2)"
@@ -569,6 +586,20 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_EXPORT_TIMEOUT:g})",
     )
     add_ray_flag(where)
+
+
+def add_keep_flag(group: Any) -> None:
+    """``--keep-captures all|needed``: what a judged run keeps of its captures."""
+    from anpred.pipeline.prune import DEFAULT_KEEP, KEEP_MODES
+
+    group.add_argument(
+        "--keep-captures",
+        choices=KEEP_MODES,
+        default=DEFAULT_KEEP,
+        help="after the run is judged, keep every capture ('all') or only those needed later "
+        "(default 'needed': the first input, and the anchors with findings; the rest is kept "
+        "as per-anchor statistics; see docs/run-directory.md)",
+    )
 
 
 def add_ray_flag(group: Any) -> None:

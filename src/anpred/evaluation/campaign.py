@@ -3,7 +3,8 @@
 Clean participants are deterministic, so a fault's run reuses the clean run's captures
 (linked, not copied) and executes only the faulty participant — one worker per fault
 instead of a whole ``anpred run``. The fault's directory is a complete run directory
-(``anpred report`` renders it); its analysis is the same ``analyse`` every run gets.
+(``anpred report`` renders it); its analysis is the same ``analyse`` every run gets, run as
+a Ray task when the campaign runs on Ray (:func:`analyse_run`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from anpred.participants import (
 )
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.calibrate import attach, calibrate_run
+from anpred.pipeline.calibration_cache import cache_calibration_run
 from anpred.pipeline.options import RunOptions
+from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
 from anpred.pipeline.run import model_job, resume_workers, run
 from anpred.pipeline.transforms import plan_transforms
 from anpred.store import EvalStore, RunStore, safe_name
@@ -48,6 +51,17 @@ class ModelResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     configurations: Summary | None = None
     sweep: dict[str, Any] | None = None
+
+
+def analyse_run(run_dir: Path, executor: Executor | None) -> Summary:
+    """Analyse a run directory: on the Ray cluster of a Ray ``executor`` (a task on any
+    node, results brought back into ``run_dir``), else in this process. Same result.
+    """
+    from anpred.execution.ray_executor import RayExecutor  # imports no Ray by itself
+
+    if isinstance(executor, RayExecutor):
+        return executor.analyse(run_dir)
+    return analyse(run_dir)
 
 
 def derive_run(
@@ -78,7 +92,7 @@ def derive_run(
         calibration = RunStore.open(base).read_calibration()
         if calibration is not None:  # judged with the clean run's thresholds, as new runs are
             done.write_calibration(calibration)
-        summary = analyse(out)
+        summary = analyse_run(out, executor)
         done.write_summary(summary.to_dict())
         return summary
     base_store = RunStore.open(base)
@@ -107,7 +121,7 @@ def derive_run(
     merged = {k: v for k, v in workers.items() if k != drop}
     merged.update({name: result.to_dict() for name, result in results.items()})
     store.write_participants(merged)
-    summary = analyse(out)
+    summary = analyse_run(out, executor)
     store.write_summary(summary.to_dict())
     return summary
 
@@ -236,26 +250,22 @@ def calibrate_clean_run(
     """
     say(f"== {model}: calibration run ({grid.calibration} synthetic inputs)")
     cal_dir = folders.calibration_run(model)
+    options = RunOptions(
+        model=model,
+        libs=(grid.libs, *fp32_configurations(grid.configurations)),
+        images=0,
+        synthetic=grid.calibration,
+        granularity=grid.granularity,
+    )
     try:
-        run(
-            RunOptions(
-                model=model,
-                libs=(grid.libs, *fp32_configurations(grid.configurations)),
-                images=0,
-                synthetic=grid.calibration,
-                granularity=grid.granularity,
-            ),
-            cal_dir,
-            say=say,
-            threads=threads,
-            parallel=parallel,
-            executor=executor,
-        )
-        attach(calibrate_run(cal_dir), base)
+        run(options, cal_dir, say=say, threads=threads, parallel=parallel, executor=executor)
+        calibration = calibrate_run(cal_dir)
+        attach(calibration, base)
+        say(f"  calibration cached: {cache_calibration_run(options, cal_dir, calibration)}")
     except AnpredError as err:  # e.g. two participants only: no population to learn from
         say(f"  no calibration for {model} ({err}); the fixed noise factor judges it")
         return Summary.from_dict(RunStore.open(base).read_summary())
-    clean = analyse(base)
+    clean = analyse_run(base, executor)
     RunStore.open(base).write_summary(clean.to_dict())
     return clean
 
@@ -268,9 +278,14 @@ def evaluate(
     parallel: int = 2,
     reanalyse: bool = False,
     executor: Executor | None = None,
+    keep_captures: str = KEEP_NEEDED,
 ) -> list[ModelResult]:
     """Run the whole grid (resumable: finished runs are reused, and judged again from
     their captures with ``reanalyse``; the clean runs are always judged again).
+
+    ``keep_captures``: ``needed`` prunes each model's fault, configuration, calibration and
+    sweep runs once the model is done (:mod:`anpred.pipeline.prune`); the clean run keeps
+    its captures in both modes (fault runs link them, and a resumed grid adds faults).
 
     With a distributed ``executor`` (Ray), up to ``parallel`` fault runs are in flight at
     once (each one worker job; the cluster schedules them); locally they run one by one.
@@ -289,6 +304,7 @@ def evaluate(
             threads=threads,
             parallel=parallel,
             executor=executor,
+            keep_captures=KEEP_ALL,
         ).summary
         if grid.calibration:
             clean = calibrate_clean_run(
@@ -341,6 +357,9 @@ def evaluate(
                 threads=threads,
                 parallel=parallel,
                 executor=executor,
+                keep_captures=keep_captures,
             )
+        if keep_captures == KEEP_NEEDED:
+            prune_runs([*folders.derived_runs(model), folders.calibration_run(model)], say)
         results.append(result)
     return results

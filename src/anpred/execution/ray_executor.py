@@ -19,6 +19,13 @@ the moment the worker starts; crash, error and non-finite states come from the s
 status record and exit code as locally (:func:`~anpred.execution.executor.job_outcome`).
 Progress is per finished job: the driver's folder fills when the task ends.
 
+The analysis of a run directory can run as a Ray task too (:meth:`RayExecutor.analyse`,
+used by ``anpred eval --ray`` for each fault and configuration run): the files the analysis
+reads travel to a node (:func:`~anpred.execution.ray_analysis.analysis_pieces`; the clean
+participants' captures, linked into every fault run, are put into the object store once),
+:func:`~anpred.execution.ray_analysis.analyse_on_node` analyses a copy there, and the summary
+and the files it wrote (the deviations table) come back into the driver's run directory.
+
 Ray is imported only by :class:`RayExecutor`, never by importing this module.
 """
 
@@ -42,6 +49,7 @@ from anpred.errors import UsageError
 from anpred.execution.executor import Executor, JobEnd, JobSpec, RunningJob
 from anpred.store import ParticipantStore
 from anpred.store.participant import JOB_FILE, LOG_FILE, STATUS_FILE
+from anpred.store.summary import Summary
 
 #: Tasks lost with their node (or Ray worker) are run again up to this many times.
 DEFAULT_MAX_RETRIES = 3
@@ -49,23 +57,36 @@ DEFAULT_MAX_RETRIES = 3
 #: driver's or the node's) and the log (sent back separately, appended).
 _LOCAL_FILES = (JOB_FILE, LOG_FILE)
 
+#: Bytes of files the executor keeps in the object store for reuse (assets, the clean
+#: participants of an evaluation's fault runs); older ones are dropped past it.
+ASSET_CACHE_BYTES = 2 << 30
 #: Ray's switch for reporting usage statistics to its vendor.
 USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
 #: Prefix of a task's temporary folder on its node (then the Ray worker's pid).
-_PREFIX = "anpred-job-"
+TASK_PREFIX = "anpred-job-"
 
 Files = dict[str, bytes]
 
 
-def pack(path: Path, skip: tuple[str, ...] = ()) -> Files:
-    """The files under ``path`` (a file or a folder, links followed) by relative path."""
+def _members(path: Path, skip: tuple[str, ...] = (), flat: bool = False) -> list[Path]:
+    """The files :func:`pack` takes from ``path``, sorted."""
+    if path.is_file():
+        return [path]
+    found = path.iterdir() if flat else path.rglob("*")
+    return sorted(f for f in found if f.is_file() and str(f.relative_to(path)) not in skip)
+
+
+def pack(path: Path, skip: tuple[str, ...] = (), flat: bool = False) -> Files:
+    """The files under ``path`` (a file or a folder, links followed) by relative path.
+
+    Args:
+        path: A file (packed under its name) or a folder.
+        skip: Relative paths left out.
+        flat: Only the folder's own files, not those of its subfolders.
+    """
     if path.is_file():
         return {path.name: path.read_bytes()}
-    return {
-        str(f.relative_to(path)): f.read_bytes()
-        for f in sorted(path.rglob("*"))
-        if f.is_file() and str(f.relative_to(path)) not in skip
-    }
+    return {str(f.relative_to(path)): f.read_bytes() for f in _members(path, skip, flat)}
 
 
 def unpack(files: Mapping[str, bytes], folder: Path) -> None:
@@ -99,7 +120,8 @@ def rewrite_paths(value: Any, moves: Mapping[str, str]) -> Any:
     return value
 
 
-def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Size and modification time of every file under ``folder``, by relative path."""
     return {
         str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
         for f in folder.rglob("*")
@@ -107,10 +129,10 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def _remove_orphans(tmp: Path) -> None:
+def remove_orphans(tmp: Path) -> None:
     """Remove the folders of tasks whose Ray worker died (a lost node, a cancelled task)."""
-    for folder in tmp.glob(f"{_PREFIX}*-*"):
-        pid = folder.name[len(_PREFIX) :].split("-", 1)[0]
+    for folder in tmp.glob(f"{TASK_PREFIX}*-*"):
+        pid = folder.name[len(TASK_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -129,8 +151,8 @@ def run_on_node(task: Mapping[str, Any], folder_files: Files, *assets: Files) ->
         ``returncode``, ``timed_out``, ``files`` (created or changed, by relative path),
         ``log`` (the worker's output), ``where`` (host name) and ``seconds``.
     """
-    _remove_orphans(Path(tempfile.gettempdir()))
-    root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+    remove_orphans(Path(tempfile.gettempdir()))
+    root = Path(tempfile.mkdtemp(prefix=f"{TASK_PREFIX}{os.getpid()}-"))
     try:
         moves: dict[str, str] = {}
         for index, ((driver_path, is_file), files) in enumerate(
@@ -143,7 +165,7 @@ def run_on_node(task: Mapping[str, Any], folder_files: Files, *assets: Files) ->
         unpack(folder_files, folder.folder)
         moves[task["folder"]] = str(folder.folder)
         job_file = folder.write_job(rewrite_paths(dict(task["job"]), moves))
-        before = _snapshot(folder.folder)
+        before = snapshot(folder.folder)
         started = time.monotonic()
         timed_out = False
         with folder.open_log() as log:
@@ -163,7 +185,7 @@ def run_on_node(task: Mapping[str, Any], folder_files: Files, *assets: Files) ->
                     process.wait()
         files = {
             name: (folder.folder / name).read_bytes()
-            for name, stamp in _snapshot(folder.folder).items()
+            for name, stamp in snapshot(folder.folder).items()
             if name not in _LOCAL_FILES and before.get(name) != stamp
         }
         return {
@@ -257,8 +279,15 @@ class RayExecutor(Executor):
                 if main_thread and sigterm is not None:
                     # Ray installs its own; anpred's (SIGTERM ends it like Ctrl-C) must stay
                     signal.signal(signal.SIGTERM, sigterm)
-        self._assets: dict[tuple[str, tuple[tuple[str, int, int], ...]], Any] = {}
+        self._assets: dict[tuple[Any, ...], Any] = {}
+        self._sizes: dict[tuple[Any, ...], int] = {}
+        self._lock = threading.Lock()
         self._remote = ray.remote(run_on_node)
+        from anpred.execution.ray_analysis import analyse_on_node
+
+        self._analyse = ray.remote(analyse_on_node)
+        #: ``(run directory, node, seconds)`` of each analysis run as a Ray task.
+        self.analysed: list[tuple[str, str, float]] = []
 
     def slots(self, parallel: int) -> int:
         """Every job at once: the cluster queues them by the CPUs they declare."""
@@ -272,16 +301,64 @@ class RayExecutor(Executor):
             (n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")), default=0.0
         )
 
-    def _asset(self, path: Path) -> Any:
-        """The object-store reference of ``path``'s files (put once while they are unchanged)."""
+    def _asset(self, path: Path, flat: bool = False, skip: tuple[str, ...] = ()) -> Any:
+        """The object-store reference of ``path``'s files (:func:`pack`), put once while
+        they are unchanged; ``path`` is resolved, so every link to one folder shares it.
+
+        The references held are capped at :data:`ASSET_CACHE_BYTES` (the oldest dropped
+        first; Ray frees an object once no task still needs it).
+        """
         import ray
 
-        files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
+        path = path.resolve()
+        files = _members(path, skip, flat)
         stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-        key = (str(path), stamp)
-        if key not in self._assets:
-            self._assets[key] = ray.put(pack(path))
-        return self._assets[key]
+        key = (str(path), flat, skip, stamp)
+        with self._lock:  # fault runs of an evaluation start their jobs from threads
+            if key not in self._assets:
+                self._assets[key] = ray.put(pack(path, skip, flat))
+                self._sizes[key] = sum(size for _, size, _ in stamp)
+                while len(self._assets) > 1 and sum(self._sizes.values()) > ASSET_CACHE_BYTES:
+                    oldest = next(iter(self._assets))
+                    del self._assets[oldest], self._sizes[oldest]
+            return self._assets[key]
+
+    def analyse(self, run_dir: Path) -> Summary:
+        """Analyse ``run_dir`` in a Ray task (:mod:`.ray_analysis`); write what the
+        analysis wrote into it and return the summary (the caller writes it), as
+        :func:`anpred.pipeline.analyse.analyse` does locally.
+
+        A task the cluster loses (more than ``max_retries`` times) or one that fails (a
+        damaged run directory) is analysed again here, so that the result, or the error
+        and its message, is the local one.
+        """
+        import ray
+
+        from anpred.execution.ray_analysis import analysis_pieces, is_flat
+        from anpred.pipeline.analyse import analyse
+
+        run_dir = Path(run_dir)
+        pieces = analysis_pieces(run_dir)
+        refs = [
+            self._asset(path, is_flat(rel, path), _LOCAL_FILES)
+            if shared
+            else ray.put(pack(path, _LOCAL_FILES, is_flat(rel, path)))
+            for rel, path, shared in pieces
+        ]
+        remote = self._analyse.options(
+            num_cpus=1,
+            max_retries=self.max_retries,
+            retry_exceptions=False,
+            name=f"anpred analysis {run_dir.name}",
+        )
+        layout = [[rel, path.is_file()] for rel, path, _ in pieces]
+        try:
+            result = ray.get(remote.remote(layout, *refs))
+        except ray.exceptions.RayError:
+            return analyse(run_dir)
+        unpack(result["files"], run_dir)
+        self.analysed.append((str(run_dir), result["where"], result["seconds"]))
+        return Summary.from_dict(result["summary"])
 
     def start(self, spec: JobSpec) -> RayJob:
         cpus = self.node_cpus()
@@ -318,5 +395,6 @@ class RayExecutor(Executor):
         import ray
 
         self._assets.clear()
+        self._sizes.clear()
         if self._owns and ray.is_initialized():
             ray.shutdown()

@@ -9,6 +9,16 @@ so that the parent can name the step a crash or hang happened in.
 The transforms the job plans for the participant (a fault, see
 :mod:`anpred.execution.transform`) are applied around the runner: another model, per-node
 hooks, or a wrapper around its inference; their records go into its status record.
+
+**Observer effect on a sample.** The plain model (anchors not exposed) runs on the first
+:data:`OBSERVER_INPUTS` inputs of the job only; their captures hold its output and an
+observer record, the others none (the rule is recorded in the status, ``observer_rule``).
+
+**The fp64 reference may still run.** When the job says so (:data:`REFERENCE_RUNNING`, set
+by :func:`anpred.execution.pool.run_workers` for a local pool), the fp64 reference's
+captures appear while this worker runs: an input whose reference capture is not there yet
+is isolated after every capture is written, waiting for the reference's capture until the
+reference's status says it ended.
 """
 
 from __future__ import annotations
@@ -23,10 +33,24 @@ from typing import Any
 
 import numpy as np
 
-from anpred.errors import AnpredError
+from anpred.errors import AnpredError, DamagedRunError
 from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.transform import TRANSFORMS_KEY, Transforms
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
+
+OBSERVER_INPUTS = 2
+"""Inputs (the job's first ones) on which the plain model also runs: the observer check.
+
+Whether exposing anchors changes what a library computes is a property of the compiled
+program (fusion, kernel choice), not of an input: two inputs show it (the second guards
+against a value-dependent kernel path) at a fraction of one more inference per input,
+which was a third of a worker's inference time (yolov8n, benchmarks/bench_run.py)."""
+
+REFERENCE_RUNNING = "reference_running"
+"""Job key: the isolation source's worker may still be running; wait for its captures."""
+
+REFERENCE_POLL = 0.05
+"""Seconds between two looks at the fp64 reference's folder while waiting for it."""
 
 
 def _observer(anchored: np.ndarray, plain: np.ndarray) -> dict[str, Any]:
@@ -62,6 +86,7 @@ class Worker:
         }
         self.guard: Any = None
         self.runner: Any = None
+        self.waited = 0.0  # seconds spent waiting for the fp64 reference's captures
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json``."""
@@ -145,60 +170,90 @@ class Worker:
         with np.load(self.job["inputs"]) as data:
             feeds = {key: data[key] for key in data.files}
         nonfinite_any = False
-        for input_id in self.job["input_ids"]:
+        later: list[str] = []  # inputs whose fp64 reference capture was not there yet
+        self.status["observer_rule"] = f"plain model on the first {OBSERVER_INPUTS} inputs"
+        for index, input_id in enumerate(self.job["input_ids"]):
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
                 if getattr(runner, "wants_reference", False):  # its output mapping may need it
                     runner.reference = self._reference(input_id)
                 capture = infer(feeds[input_id])
-                plain = runner.infer_plain(feeds[input_id])
+                arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
+                if index < OBSERVER_INPUTS:
+                    plain = runner.infer_plain(feeds[input_id])
+                    arrays[PLAIN_KEY] = plain
+                    meta["observer"] = _observer(capture.arrays["output"], plain)
                 self.update(step=Step.CAPTURE)
                 bad = _nonfinite(capture.arrays)
                 nonfinite_any |= bool(bad)
                 self.store.write_capture(
                     input_id,
-                    {**capture.arrays, PLAIN_KEY: plain},
-                    {
-                        "layouts": capture.layouts,
-                        "observer": _observer(capture.arrays["output"], plain),
-                        "nonfinite": bad,
-                        "timings": dict(runner.timings),
-                    },
+                    arrays,
+                    {**meta, "nonfinite": bad, "timings": dict(runner.timings)},
                 )
                 self._converted_records()
             elif self.store.read_capture_meta(input_id)["nonfinite"]:
                 nonfinite_any = True
-            self._isolate(runner, feeds[input_id], input_id)
+            if not self._isolate(runner, feeds[input_id], input_id, wait=False):
+                later.append(input_id)
+        for input_id in later:
+            self._isolate(runner, feeds[input_id], input_id, wait=True)
         self._converted_records()
         self.update(
             state=Status.NON_FINITE if nonfinite_any else Status.OK,
             step=Step.DONE,
-            timings={**self.status["timings"], **runner.timings},
+            timings={
+                **self.status["timings"],
+                **runner.timings,
+                "cpu": round(time.process_time(), 2),
+                "reference_wait": round(self.waited, 2),
+            },
             settings=runner.describe_settings(),
         )
         return 0
 
-    def _reference(self, input_id: str) -> dict[str, np.ndarray] | None:
-        """The fp64 reference's anchors for ``input_id``, when the job names them."""
+    def _reference_capture(self, input_id: str, wait: bool) -> dict[str, np.ndarray] | None:
+        """The fp64 reference's anchors for ``input_id`` (``None``: no isolation source, or
+        no capture of it: not yet, or never when ``wait`` and its worker ended without it).
+        """
         source = self.job.get("isolation_source")
         if not source:
             return None
-        reference_store = ParticipantStore(Path(source))
-        if not reference_store.capture_done(input_id):
+        reference = ParticipantStore(Path(source))
+        if wait and self.job.get(REFERENCE_RUNNING):
+            started = time.perf_counter()
+            while not reference.capture_done(input_id) and _still_running(reference):
+                time.sleep(REFERENCE_POLL)
+            self.waited += time.perf_counter() - started
+        capture = reference.open_capture(input_id)
+        if capture is None:
             return None
-        return {k: v for k, v in reference_store.load_capture(input_id).items() if k != PLAIN_KEY}
+        with capture:  # the anchors only: the plain output is not fed to anything
+            return {k: capture[k] for k in capture.keys() if k != PLAIN_KEY}
 
-    def _isolate(self, runner: Any, feed: np.ndarray, input_id: str) -> None:
+    def _reference(self, input_id: str) -> dict[str, np.ndarray] | None:
+        """The fp64 reference's anchors for ``input_id``, when the job names them (waits
+        for them while the reference runs).
+        """
+        return self._reference_capture(input_id, wait=True)
+
+    def _isolate(self, runner: Any, feed: np.ndarray, input_id: str, wait: bool) -> bool:
+        """Isolate ``input_id``'s stages; return ``False`` when its fp64 reference capture
+        is not there (yet) and the worker did not ``wait`` for it.
+        """
         source = self.job.get("isolation_source")
         if not source or self.store.capture_done(input_id, ISOLATED):
-            return
+            return True
         if "isolation" in self.status:  # the runtime said it cannot isolate
-            return
-        reference_store = ParticipantStore(Path(source))
-        if not reference_store.capture_done(input_id):
-            return  # the fp64 reference failed on this input: nothing to isolate against
-        reference = reference_store.load_capture(input_id)
-        fed = {k: v.astype(np.float32) for k, v in reference.items() if k != PLAIN_KEY}
+            return True
+        if not ParticipantStore(Path(source)).capture_done(input_id):
+            if not wait:
+                return False
+            self.update(step=Step.EXECUTE, input=input_id, phase="waiting for the fp64 reference")
+        reference = self._reference_capture(input_id, wait)
+        if reference is None:
+            return True  # the fp64 reference failed on this input: nothing to isolate against
+        fed = {k: v.astype(np.float32) for k, v in reference.items()}
         self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
         from anpred.backends.converted import IsolationUnavailable
 
@@ -206,8 +261,22 @@ class Worker:
             capture = runner.isolate(feed, fed)
         except IsolationUnavailable as err:  # the participant goes on without isolation
             self.update(isolation=f"isolation unavailable: {err}")
-            return
+            return True
         self.store.write_capture(input_id, capture.arrays, {"layouts": capture.layouts}, ISOLATED)
+        return True
+
+
+def _still_running(reference: ParticipantStore) -> bool:
+    """Whether the reference's worker may still write captures: it has not started yet, or
+    its status says it runs (the pool records how a job that died without a word ended).
+    """
+    if not reference.has_status():
+        return True
+    try:
+        state = Status.parse(reference.read_status().get("state"))
+    except DamagedRunError:  # cannot happen with atomic writes; look again
+        return True
+    return state == Status.RUNNING
 
 
 def main(argv: list[str] | None = None) -> int:

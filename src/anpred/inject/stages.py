@@ -3,7 +3,8 @@
 The stage of a node is the earliest anchor (in the export's anchor order) that depends on
 it in the isolation graph (the graph cut at every anchor, see
 :mod:`anpred.interchange.isolation`): the computation between consecutive anchors. A node
-no anchor depends on (dead code) has no stage.
+no anchor depends on (dead code) has no stage, nor has a node that unpacks the several inputs
+of a user's model from its one packed input (:mod:`anpred.interchange.packing`).
 
 Nodes are identified by name, or by their first output when unnamed — the name the
 interpreter gives them (:class:`~anpred.translate.registry.NodeCall`), the same in the
@@ -21,6 +22,7 @@ import onnx
 from anpred.errors import UsageError
 from anpred.inject.spec import ANY_OP, FaultSpec, fault_kind
 from anpred.interchange.isolation import isolation_model
+from anpred.interchange.packing import is_unpack_node
 
 #: Ops never targeted: constants are folded before any library runs them.
 _NEVER = frozenset({"Constant"})
@@ -60,8 +62,8 @@ def node_stages(model: onnx.ModelProto, anchors: Sequence[StageAnchor]) -> dict[
         while stack:
             name = stack.pop()
             node = producer.get(name)
-            if node is None or node_key(node) in seen:
-                continue
+            if node is None or node_key(node) in seen or is_unpack_node(node):
+                continue  # unpacking several model inputs belongs to no stage
             seen.add(node_key(node))
             stages.setdefault(node_key(node), anchor.key)
             stack.extend(i for i in node.input if i)

@@ -116,6 +116,49 @@ def _default_range(dtype: np.dtype) -> tuple[float, float]:
     return 0, 100
 
 
+def parse_input_ranges(values: Sequence[str]) -> dict[str | None, tuple[float, float]]:
+    """Parse repeated ``--input-range [NAME=]LO,HI`` values; key ``None`` for a bare range.
+
+    Raises:
+        UsageError: Not two finite numbers with LO <= HI, an empty name, or one given twice.
+    """
+    import math
+
+    ranges: dict[str | None, tuple[float, float]] = {}
+    for value in values:
+        name, sep, bounds = value.rpartition("=")
+        key = name.strip() if sep else None
+        try:
+            numbers = tuple(float(v) for v in bounds.split(","))
+        except ValueError:
+            numbers = ()
+        if (sep and not key) or len(numbers) != 2 or not all(map(math.isfinite, numbers)) or (
+            numbers[0] > numbers[1]
+        ):
+            raise UsageError(f"--input-range takes [NAME=]LO,HI with LO <= HI, got {value!r}")
+        if key in ranges:
+            raise UsageError(f"--input-range given twice for {key or 'every input'}")
+        ranges[key] = (numbers[0], numbers[1])
+    return ranges
+
+
+def input_range_of(
+    name: str, names: Sequence[str], bare: Sequence[float], named: Sequence[str]
+) -> tuple[float, ...]:
+    """The range of model input ``name``'s seeded values: its own ``NAME=LO,HI``, else the
+    bare ``--input-range``, else none (the dtype's default).
+
+    Raises:
+        UsageError: A named range for a name that is not a model input.
+    """
+    ranges = parse_input_ranges(named)
+    unknown = [k for k in ranges if k not in names]
+    if unknown:
+        raise UsageError(f"--input-range names {unknown[0]!r}, which is not an input of the "
+                         f"model (inputs: {', '.join(names)})")
+    return ranges.get(name, tuple(bare))
+
+
 def random_tensor(
     shape: Sequence[int],
     dtype: str,
@@ -134,23 +177,27 @@ def random_tensor(
     return rng.integers(int(lo), int(hi), tuple(shape), endpoint=True).astype(kind)
 
 
-def npz_inputs(
-    path: Path, name: str, shape: Sequence[int], dtype: str
-) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The inputs in ``path`` (``--inputs FILE.npz``) for the model input ``name``.
-
-    Returns:
-        Arrays by input id (``input0``, ...) and where each came from.
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of ``--inputs FILE.npz``.
 
     Raises:
-        UsageError: Unreadable file, no array named ``name``, or a shape/dtype that does
-            not fit the input.
+        UsageError: Unreadable file.
     """
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
+            return {key: data[key] for key in data.files}
     except (OSError, ValueError) as err:
         raise UsageError(f"--inputs {str(path)!r} is not a readable .npz file ({err})") from None
+
+
+def split_batches(
+    path: Path, arrays: dict[str, np.ndarray], name: str, shape: Sequence[int], dtype: str
+) -> list[np.ndarray]:
+    """The inputs array ``name`` of ``--inputs`` holds for a model input of ``shape``.
+
+    Raises:
+        UsageError: No array named ``name``, or a shape/dtype that does not fit the input.
+    """
     if name not in arrays:
         raise UsageError(f"--inputs {path.name} has no array named {name!r} (the model's "
                          f"input); it holds {', '.join(arrays) or 'nothing'}")
@@ -170,8 +217,24 @@ def npz_inputs(
     if not np.can_cast(array.dtype, dtype, "same_kind"):
         raise UsageError(f"--inputs {path.name}: array {name!r} is {array.dtype}; the model "
                          f"takes {dtype}")
+    return [np.ascontiguousarray(b, dtype=dtype) for b in batches]
+
+
+def npz_inputs(
+    path: Path, name: str, shape: Sequence[int], dtype: str
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The inputs in ``path`` (``--inputs FILE.npz``) for the model input ``name``.
+
+    Returns:
+        Arrays by input id (``input0``, ...) and where each came from.
+
+    Raises:
+        UsageError: Unreadable file, no array named ``name``, or a shape/dtype that does
+            not fit the input.
+    """
+    batches = split_batches(path, read_npz(path), name, shape, dtype)
     ids = [f"input{i}" for i in range(len(batches))]
     return (
-        {i: np.ascontiguousarray(b, dtype=dtype) for i, b in zip(ids, batches, strict=True)},
+        dict(zip(ids, batches, strict=True)),
         {i: f"{path}[{n}]" for n, i in enumerate(ids)},
     )

@@ -3,8 +3,13 @@
 paddle2onnx, tf2onnx and hand-built graphs name nodes ``Conv_0`` or not at all, so there is
 no ``/model.2/...`` scope to cut at. The stages then come from the dataflow graph alone:
 
-1. **Data tensors**: the graph input(s) and every tensor computed from them (constant
-   subgraphs, e.g. folded shape arithmetic, are left out).
+1. **Data tensors**: the graph input and every tensor computed from it (constant
+   subgraphs, e.g. folded shape arithmetic, are left out). With several inputs (an image
+   and a scale, token ids and a mask), every input in turn is the data input and the others
+   count as constants; the input with the most cut points (the first of equals) is used.
+   Any tensor is a valid stage boundary (a later stage may also read the model inputs
+   directly: they carry no error); cut points on one input's paths make the stages follow
+   the main computation instead of stopping at the first merge of two inputs.
 2. **Cut points**: the data tensors that every input-to-output path passes through. Walking
    the nodes in their (topological) order, a tensor is a cut point exactly when, right after
    its producer runs, it is the only data tensor still needed later (consumed by a later
@@ -25,7 +30,7 @@ no ``/model.2/...`` scope to cut at. The stages then come from the dataflow grap
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import onnx
 
@@ -88,11 +93,26 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def cut_points(model: onnx.ModelProto) -> list[tuple[int, str]]:
-    """``(node index, tensor)`` of every cut point, in node order (steps 1-2)."""
+def _real_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def cut_points(
+    model: onnx.ModelProto, data_inputs: Collection[str] | None = None
+) -> list[tuple[int, str]]:
+    """``(node index, tensor)`` of every cut point, in node order (steps 1-2).
+
+    Args:
+        model: The graph.
+        data_inputs: The inputs whose paths count (default: every input); the others
+            are treated like constants.
+    """
     graph = model.graph
-    inits = {i.name for i in graph.initializer}
-    data = {i.name for i in graph.input if i.name not in inits}
+    if data_inputs is None:
+        data = {i.name for i in _real_inputs(model)}
+    else:
+        data = set(data_inputs)
     last_use: dict[str, int] = {}
     for index, node in enumerate(graph.node):
         for name in [*node.input, *_subgraph_inputs(node)]:
@@ -126,7 +146,14 @@ def auto_anchors(model: onnx.ModelProto, stages: int) -> list[tuple[str, str]]:
         model: The graph, with static shapes where known (for the cost).
         stages: K, the number of stages (at most K-1 anchors are chosen).
     """
-    cuts = cut_points(model)
+    inputs = _real_inputs(model)
+    if len(inputs) > 1:  # step 1 with several inputs: the input with the most cut points
+        cuts = max(
+            (cut_points(model, [i.name]) for i in inputs),
+            key=len,  # max() keeps the first of equals: the graph's first input
+        )
+    else:
+        cuts = cut_points(model)
     if not cuts or stages < 2:
         return []
     shapes = static_shapes(model)

@@ -3,7 +3,8 @@
 A drill graph recomputes only the flagged stages of a run. Its single graph input is one
 flat float32 vector, the stages' inputs packed end to end (the fp64 reference's anchor
 values rounded to float32, and the model input where a stage reads it); ``Slice`` and
-``Reshape`` nodes unpack it under the names the stages' nodes read. Every float output of
+``Reshape`` nodes unpack it under the names the stages' nodes read
+(:mod:`anpred.interchange.packing`). Every float output of
 every operator of the stages is a graph output (an *operator anchor*, keyed ``op0001``,
 ``op0002``... in graph order, so that capture files need no ONNX names); the last
 stage's anchor tensor is also the ``output`` anchor, through an ``Identity``.
@@ -25,11 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from anpred.errors import UsageError
 from anpred.interchange.export import AnchorOutput
 from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.interchange.packing import PackedTensor, default_opset, is_unpack_node, unpack_nodes
 from anpred.zoo.spec import OUTPUT_ANCHOR
 
 #: Name of the drill graph's packed input.
@@ -252,8 +254,8 @@ def build_drill_graph(
     ops: list[OpAnchor] = []
     stage_ops: dict[str, list[str]] = {s: [] for s in ordered}
     for node in nodes:
-        if node.op_type in _SKIPPED:
-            continue
+        if node.op_type in _SKIPPED or is_unpack_node(node):
+            continue  # the unpacking of a user model's several inputs measures nothing
         for out in node.output:
             vi = types.get(out)
             if not out or out not in varying or not _is_float(vi):
@@ -274,7 +276,8 @@ def build_drill_graph(
     if empty:
         raise UsageError(f"stage(s) {', '.join(empty)} have no float operator to drill into")
     last = by_key[ordered[-1]].onnx_name
-    unpack, consts = _unpack_nodes(inputs, _default_opset(anchored))
+    packing = [PackedTensor(i.name, i.shape, i.offset) for i in inputs]
+    unpack, consts = unpack_nodes(PACKED_INPUT, packing, default_opset(anchored), "drill/in")
     body = [
         *unpack,
         *nodes,
@@ -307,45 +310,3 @@ def build_drill_graph(
         stage_ops,
         tuple(by_key[ordered[-1]].shape),
     )
-
-
-def _default_opset(model: onnx.ModelProto) -> int:
-    """The default-domain opset ``model`` imports (the newest one onnx knows if none)."""
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            return int(entry.version)
-    return int(onnx.defs.onnx_opset_version())
-
-
-def _unpack_nodes(
-    inputs: Sequence[StageInput], opset: int
-) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
-    """``Slice`` + ``Reshape`` per packed tensor, and their constant initializers.
-
-    ``Slice`` takes its bounds as inputs from opset 10 on, as attributes before (the
-    graph keeps the anchored model's opset: opset-9 files are common among real models).
-    """
-    nodes, consts = [], []
-    for index, item in enumerate(inputs):
-        prefix = f"drill/in{index}"
-        bounds = {"starts": [item.offset], "ends": [item.offset + item.size], "axes": [0]}
-        shape = {"shape": list(item.shape)}
-        tensors = {**bounds, **shape} if opset >= 10 else shape
-        for suffix, value in tensors.items():
-            consts.append(numpy_helper.from_array(np.array(value, np.int64), f"{prefix}/{suffix}"))
-        flat = f"{prefix}/flat"
-        if opset >= 10:
-            names = [f"{prefix}/{suffix}" for suffix in bounds]
-            nodes.append(
-                helper.make_node("Slice", [PACKED_INPUT, *names], [flat], name=f"{prefix}/Slice")
-            )
-        else:
-            nodes.append(
-                helper.make_node("Slice", [PACKED_INPUT], [flat], name=f"{prefix}/Slice", **bounds)
-            )
-        nodes.append(
-            helper.make_node(
-                "Reshape", [flat, f"{prefix}/shape"], [item.name], name=f"{prefix}/Reshape"
-            )
-        )
-    return nodes, consts

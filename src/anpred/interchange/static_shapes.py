@@ -56,7 +56,9 @@ def annotate_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         if not _static(vi):
             raise ValueError(f"input {vi.name} has no static shape")
         shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
-        feeds[vi.name] = np.zeros(shape, _DTYPES.get(vi.type.tensor_type.elem_type, np.float32))
+        elem = vi.type.tensor_type.elem_type
+        dtype = _DTYPES.get(elem) or helper.tensor_dtype_to_np_dtype(elem)  # bool, int8...
+        feeds[vi.name] = np.zeros(shape, dtype)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3

@@ -33,7 +33,10 @@ def elementwise_error(x: np.ndarray, ref: np.ndarray) -> np.ndarray:
     ref = np.asarray(ref)
     if x.shape != ref.shape:
         raise UsageError(f"shapes differ: {x.shape} vs reference {ref.shape}")
-    return np.abs(x.astype(np.float64) - ref.astype(np.float64))
+    # asarray: no copy of what is float64 already (the analysis passes aligned float64
+    # captures: two copies per participant, anchor and input were 8 % of its CPU time)
+    difference = np.subtract(np.asarray(x, dtype=np.float64), np.asarray(ref, dtype=np.float64))
+    return np.abs(difference, out=difference)
 
 
 def _check_error(error: np.ndarray, channel_axis: int) -> tuple[np.ndarray, int]:

@@ -15,6 +15,13 @@ participants, where introduced errors are not judged), the first operator whose 
 value is a finding on at least half of the inputs (basis ``finding``); else none, with
 the reason.
 
+The **layer** level (:func:`drill_layers`, :func:`named_layer`) groups a stage's operator
+chain by torch module (the layers one level below what all the stage's operators share:
+``layer2.0`` .. ``layer2.3`` in ResNet's ``layer2``, ``model.3``/``model.4`` in YOLO's
+``backbone.p3``). A layer's output is its last operator's output, so its verdict is that
+operator's: the layer view is read from the recorded operator chain, with no job or
+capture of its own, and names the layer of the first operator that introduces error.
+
 This module is pure: it takes verdicts and returns records (no DL library, no files).
 """
 
@@ -150,3 +157,93 @@ def judge_target(
             "several operators, or too small at operator level for the population"
         )
     return DrillTarget(participant, stage, tuple(records), None, None, reason)
+
+
+@dataclass(frozen=True)
+class DrillLayer:
+    """One layer (torch module) of a drilled stage's operator chain, for one participant.
+
+    Attributes:
+        module: The layer's module path (``layer2.1``, ``model.4``).
+        ops: Its operators' keys, graph order.
+        output: Key of its last operator, whose output is the layer's output.
+        chain: Error at the layer's output (the output operator's chain value).
+        finding: Whether the layer's output is flagged (the output operator's verdict).
+        introducing: Keys of its operators whose own introduced error stands out.
+    """
+
+    module: str
+    ops: tuple[str, ...]
+    output: str
+    chain: float | None
+    finding: bool
+    introducing: tuple[str, ...]
+
+
+def _components(module: str | None) -> list[str]:
+    return module.split(".") if module else []
+
+
+def _layer_depth(modules: Sequence[list[str]]) -> int | None:
+    """How many module-path components name a layer: one more than the stage's operators
+    share, deepened while that gives a single layer. ``None``: no module paths.
+    """
+    paths = [m for m in modules if m]
+    if not paths:
+        return None
+    shared = 0
+    while all(len(m) > shared and m[shared] == paths[0][shared] for m in paths):
+        shared += 1
+    depth = shared + 1
+    while len({tuple(m[:depth]) for m in paths}) == 1 and any(len(m) > depth for m in paths):
+        depth += 1
+    return depth
+
+
+def drill_layers(ops: Sequence[DrillOp]) -> tuple[DrillLayer, ...]:
+    """A stage's operator chain grouped into layers, in the order their first operator runs.
+
+    An operator without a module path (an exporter's helper node) joins the layer of the
+    operator before it. Empty when no operator carries a module path (an ONNX file without
+    torch scopes).
+    """
+    depth = _layer_depth([_components(o.module) for o in ops])
+    if depth is None:
+        return ()
+    members: dict[str, list[DrillOp]] = {}
+    current: str | None = None
+    for op in ops:
+        parts = _components(op.module)
+        if parts:
+            current = ".".join(parts[:depth])
+        members.setdefault(current or "-", []).append(op)
+    layers = []
+    for module, group in members.items():
+        last = group[-1]
+        layers.append(
+            DrillLayer(
+                module,
+                tuple(o.key for o in group),
+                last.key,
+                last.chain,
+                last.finding,
+                tuple(o.key for o in group if o.stands_out),
+            )
+        )
+    return tuple(layers)
+
+
+def named_layer(target: DrillTarget) -> tuple[DrillLayer | None, str | None]:
+    """The layer the drill-down names in ``target``, and why.
+
+    The layer of the named operator (basis ``introduced`` or ``finding``, as the
+    operator's): the first layer holding an operator that introduces error, or else the
+    first whose chain is flagged from that operator on. With no operator named, the
+    first layer whose output is flagged (basis ``output``); else ``None``.
+    """
+    layers = drill_layers(target.ops)
+    if target.named is not None:
+        layer = next((x for x in layers if target.named in x.ops), None)
+        return (layer, target.basis) if layer is not None else (None, None)
+    flagged = next((x for x in layers if x.finding), None)
+    return (flagged, "output") if flagged is not None else (None, None)

@@ -17,6 +17,7 @@ from typing import Any
 
 from anpred.analysis.oracle import OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
+from anpred.errors import UsageError
 from anpred.localization.concentration import stage_concentration
 from anpred.localization.emergence import (
     collect_findings,
@@ -242,6 +243,54 @@ def _characterization(
     )
 
 
+def _gather(
+    store: RunStore,
+    names: list[str],
+    anchors: list[str],
+    input_ids: list[str],
+    params: OracleParams,
+    say: Say,
+) -> tuple[RunEvidence, OracleParams]:
+    """The streaming pass over the captures (and its statistics written), or, when captures
+    were pruned (:mod:`anpred.pipeline.prune`), the statistics the run stored.
+
+    Raises:
+        UsageError: Captures were pruned and the statistics cannot stand in for them.
+    """
+    from dataclasses import replace
+
+    from anpred.pipeline import statistics
+    from anpred.pipeline.prune import captures_pruned, statistics_note
+    from anpred.store.pruning import has_statistics
+
+    if not captures_pruned(store, [REFERENCE64, *names], input_ids):
+        ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say)
+        statistics.save(store, ev, params.metric_names(), names, input_ids)
+        return ev, params
+    if not has_statistics(store):
+        raise UsageError(
+            f"{store.root}: its captures were pruned and it has no per-anchor statistics to "
+            "judge it from; re-run it with --keep-captures all"
+        )
+    ev, metrics, covered, inputs = statistics.load(store)
+    if covered != names or inputs != input_ids:
+        raise UsageError(
+            f"{store.root}: its captures were pruned when it had participants {covered} and "
+            f"{len(inputs)} inputs; it now has {names} and {len(input_ids)}: re-run it into a "
+            "new --out (--keep-captures all keeps what a later change needs)"
+        )
+    if params.primary_metric not in metrics:
+        raise UsageError(
+            f"{store.root}: its captures were pruned and its statistics hold no "
+            f"{params.primary_metric!r}; re-run it with --keep-captures all"
+        )
+    missing = [m for m in params.metric_names() if m not in metrics]
+    if missing:
+        params = replace(params, metrics=tuple(m for m in params.metric_names() if m in metrics))
+    say(statistics_note(missing))
+    return ev, params
+
+
 def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None) -> Summary:
     """Analyse a run directory (finished or interrupted): write the deviations table and
     return the typed summary (``summary.to_dict()`` is what the run store writes).
@@ -255,7 +304,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     sources = store.read_input_sources()
     anchors = [a["key"] for a in export["anchors"]]
     records, names = _participants(store)
-    ev = collect(run_dir, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say)
+    ev, params = _gather(store, names, anchors, input_ids, params, say)
     verdicts: list[Verdict] = []
     for anchor in anchors:
         if ev.evidence[anchor]:

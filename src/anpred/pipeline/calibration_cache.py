@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,11 @@ def model_identity(options: RunOptions, export: AnchoredExport) -> dict[str, Any
             "std": list(options.std),
             "bgr": options.bgr,
             "input_range": list(options.input_range),
+            # only when given, so that the keys of earlier calibrations stay as they were
+            **({"input_ranges": list(options.input_ranges)} if options.input_ranges else {}),
+            # several inputs are packed into one: the packed length alone does not say which
+            # shapes made it
+            **({"input_shapes": list(options.input_shapes)} if options.input_shapes else {}),
         }
     weights = export.weights_id
     if weights is None:  # an export recorded before weights ids existed
@@ -240,6 +246,20 @@ def from_file(path: Path, key: Mapping[str, Any]) -> Calibration:
     return replace(calibration, source=f"file:{Path(path).resolve()}")
 
 
+def calibration_mode(value: str | PathLike[str]) -> str:
+    """A ``--calibration`` value checked: ``auto``, ``off`` or an existing file (resolved).
+
+    Raises:
+        UsageError: Neither a mode nor a file.
+    """
+    text = str(value)
+    if text in MODES:
+        return text
+    if not Path(text).is_file():
+        raise UsageError(f"--calibration takes auto, off or a calibration file, got {text!r}")
+    return str(Path(text).resolve())
+
+
 def resolve(mode: str, key: Mapping[str, Any], judged: Sequence[str]) -> Resolution:
     """The calibration ``--calibration MODE`` gives a run judging the inputs ``judged``.
 
@@ -326,10 +346,8 @@ def calibrate_model(
         UsageError: Too few inputs, a reduced-precision participant, or fewer than three
             participants finished (no population to learn from).
     """
-    from anpred.interchange.export import AnchoredExport
     from anpred.pipeline.calibrate import calibrate_run
     from anpred.pipeline.run import run
-    from anpred.store import RunStore
 
     run(
         calibration_options(options, n_inputs),
@@ -340,9 +358,20 @@ def calibrate_model(
         **run_kwargs,
     )
     calibration = calibrate_run(run_dir)
-    export = AnchoredExport.from_dict(RunStore.open(run_dir).read_export())
-    from anpred.participants import parse_participant
+    return calibration, cache_calibration_run(options, run_dir, calibration)
 
+
+def cache_calibration_run(options: RunOptions, run_dir: Path, calibration: Calibration) -> Path:
+    """Store ``calibration``, learnt from the finished calibration run ``run_dir``, in the
+    cache under the key a run of ``options``'s model with the participants that finished
+    the calibration run looks up (``anpred calibrate``; ``anpred eval``'s calibration runs);
+    return the cache file.
+    """
+    from anpred.interchange.export import AnchoredExport
+    from anpred.participants import parse_participant
+    from anpred.store import RunStore
+
+    export = AnchoredExport.from_dict(RunStore.open(run_dir).read_export())
     measured = [parse_participant(p) for p in calibration.participants]
     key = calibration_key(options, export, measured, calibration.metric)
-    return calibration, store_calibration(key, calibration, run_dir)
+    return store_calibration(key, calibration, run_dir)

@@ -78,7 +78,7 @@ def collect(
             result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
         try:
             for anchor in anchors:
-                fp64 = ref[anchor].astype(np.float64)
+                fp64 = np.asarray(ref[anchor], dtype=np.float64)  # read fresh: no copy
                 aligned: dict[str, np.ndarray] = {}
                 for p, c in present.items():
                     try:

@@ -31,6 +31,8 @@ class RunOptions:
         std: Per-channel std divided by after preprocessing (``--std``).
         bgr: Feed channels in BGR order.
         input_range: ``(LO, HI)`` of seeded random non-image inputs (``--input-range``).
+        input_ranges: ``NAME=LO,HI`` ranges of single inputs (``--input-range NAME=LO,HI``),
+            which take precedence over ``input_range`` for their input.
         stages: Number of automatic stages of a graph without module scopes (``--stages``).
     """
 
@@ -54,6 +56,7 @@ class RunOptions:
     bgr: bool = False
     input_range: tuple[float, ...] = ()
     stages: int | None = None
+    input_ranges: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (lists for tuples).
@@ -78,4 +81,5 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "bgr": False,
     "input_range": (),
     "stages": None,
+    "input_ranges": (),
 }

@@ -38,6 +38,7 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
             Path(record) if record else None,
             request.get("stages"),
             request.get("granularity") or "stage",
+            Path(packing) if (packing := request.get("packing_record")) else None,
         )
         return export.to_dict()
     from anpred.interchange.export import export_zoo_model

@@ -6,6 +6,7 @@ Every step writes to the run directory as it finishes, so an interrupted run res
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from anpred.errors import JobFailedError, UsageError
-from anpred.execution.executor import Executor
+from anpred.execution.executor import Executor, LocalExecutor
 from anpred.execution.memory import limit_env
 from anpred.execution.pool import (
     DEFAULT_EXPORT_TIMEOUT,
@@ -36,7 +37,9 @@ from anpred.participants import (
 )
 from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
 from anpred.pipeline.options import RunOptions
+from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
+from anpred.store.files import PrunedCaptureError
 from anpred.store.summary import Summary
 
 Say = Callable[[str], None]
@@ -95,6 +98,12 @@ def prepare_inputs(
     store = RunStore(run_dir)
     if store.has_inputs():
         return store.read_input_ids()
+    if export is not None and store.has_packing():  # a user model with several inputs
+        from anpred.inputs.several import several_inputs
+
+        packed, sources = several_inputs(options, store.read_packing())
+        store.write_inputs(packed, sources)
+        return list(packed)
     if export is not None and options.inputs_file:
         from anpred.inputs.tensors import npz_inputs
 
@@ -129,9 +138,13 @@ def prepare_inputs(
                     dtype,
                 )
             else:  # not an image: seeded tensors of the input's dtype (the image gives the id)
-                arrays[image.id] = random_tensor(
-                    shape, dtype, options.seed, len(arrays), options.input_range
+                from anpred.inputs.tensors import input_range_of
+
+                span = input_range_of(
+                    export.input_name, [export.input_name], options.input_range,
+                    options.input_ranges,
                 )
+                arrays[image.id] = random_tensor(shape, dtype, options.seed, len(arrays), span)
     store.write_inputs(arrays, {i.id: i.source for i in images})
     return list(arrays)
 
@@ -176,6 +189,7 @@ def export_model(
                 "input_shapes": list(options.input_shapes),
                 "image_size": image_side(options.preprocess, options.input_size),
                 "folding_record": str(store.folding_path.resolve()),
+                "packing_record": str(store.packing_path.resolve()),
                 "stages": options.stages,
                 "granularity": options.granularity,
             }
@@ -191,8 +205,67 @@ def export_model(
                 "input_size": options.input_size,
             }
         )
-    export = run_export(request, store.export_job, options.model, timeout, env)
+    memo = export_memo(request)
+    export = read_export_memo(memo)
+    if export is None:
+        export = run_export(request, store.export_job, options.model, timeout, env)
+        if memo is not None:
+            from anpred.store.files import write_json
+
+            write_json(memo, export.to_dict())
     store.write_export(export.to_dict())
+    if store.has_packing():
+        from anpred.inputs.several import describe_packing
+
+        say(f"inputs: {describe_packing(store.read_packing())}")
+    return export
+
+
+def export_memo(request: Mapping[str, Any]) -> Path | None:
+    """Where the export of a zoo model ``request`` is remembered (``None``: a user's ONNX).
+
+    A cached zoo export still cost its job a process, torch's import, two builds of the
+    model and two forward passes to plan the anchors before the export cache could be
+    looked up: 8.3 CPU seconds for yolov8n, 9 % of ``anpred run``'s wall time (8 inputs,
+    six libraries, benchmarks/bench_run.py). The memo maps the request to the export it
+    gave, keyed by the request, the weights file's digest, the code that plans and exports
+    (``anpred.zoo``, ``anpred.interchange``) and the versions of the libraries it uses, so
+    that a change of any of them exports again.
+    """
+    weights = request.get("weights")
+    if "model" not in request or (weights and not Path(weights).is_file()):
+        return None  # a user's ONNX; a missing checkpoint: the job says what is wrong
+    import hashlib
+    import importlib.metadata
+
+    import anpred.interchange
+    import anpred.zoo
+    from anpred.cache import cache_dir, file_digest
+
+    digest = hashlib.sha256(json.dumps(dict(request), sort_keys=True).encode())
+    if weights:
+        digest.update(file_digest(weights, 64).encode())
+    for package in (anpred.zoo, anpred.interchange):
+        for source in sorted(Path(package.__file__).parent.rglob("*.py")):
+            digest.update(source.read_bytes())
+    for dist in ("torch", "torchvision", "ultralytics", "onnx"):
+        try:
+            digest.update(f"{dist}={importlib.metadata.version(dist)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{dist}=-".encode())
+    return cache_dir("exports", "requests") / f"{digest.hexdigest()[:24]}.json"
+
+
+def read_export_memo(memo: Path | None) -> AnchoredExport | None:
+    """The export ``memo`` remembers, if its files are still in the export cache."""
+    if memo is None or not memo.is_file():
+        return None
+    try:
+        export = AnchoredExport.from_dict(json.loads(memo.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):  # damaged: export again
+        return None
+    if not (export.anchored_path.is_file() and export.plain_path.is_file()):
+        return None
     return export
 
 
@@ -280,11 +353,15 @@ def resume_workers(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
+    reference: Participant | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the participants that have not finished in ``run_dir`` yet; reuse the others.
 
     ``env`` holds extra environment variables of every worker (e.g. its memory limit);
-    ``executor`` says where they run (default: local processes).
+    ``executor`` says where they run (default: local processes). ``reference``: the
+    participant that writes ``isolation_source`` (the fp64 reference), run with the others
+    instead of before them (see :func:`~anpred.execution.pool.run_workers`); it is
+    reused when it finished, like any participant.
     """
 
     def progress(name: str, message: str) -> None:
@@ -292,6 +369,12 @@ def resume_workers(
 
     results: dict[str, WorkerResult] = {}
     todo = []
+    if reference is not None:
+        done = finished_worker(run_dir, reference, len(input_ids), False)
+        if done is not None:
+            results[reference.name] = done
+            progress(reference.name, "already done (resumed)")
+            reference = None
     for p in participants:
         done = finished_worker(run_dir, p, len(input_ids), isolation_source is not None)
         if done is not None:
@@ -299,7 +382,7 @@ def resume_workers(
             progress(p.name, "already done (resumed)")
         else:
             todo.append(p)
-    if todo:
+    if todo or reference is not None:
         results.update(
             run_workers(
                 run_dir,
@@ -313,6 +396,7 @@ def resume_workers(
                 progress=progress,
                 env=env,
                 executor=executor,
+                reference=reference,
             )
         )
     return results
@@ -357,7 +441,15 @@ def execute(
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
 ) -> dict[str, WorkerResult]:
-    """Run the fp64 reference, then every participant; skip finished ones (resume)."""
+    """Run the fp64 reference and every participant; skip finished ones (resume).
+
+    Where the workers share this file system (local processes), the fp64 reference runs
+    first in line with the others, which wait for its captures when they isolate: the
+    run does not wait, with ``parallel - 1`` slots idle, for the reference alone. Measured
+    (yolov8n, 8 inputs, 6 libraries, ``--parallel 2``): the reference alone took 13 % of
+    the run's wall time (benchmarks/bench_run.py). Elsewhere (Ray) it runs before them,
+    since a job ships the reference's captures when it starts.
+    """
     store = RunStore(run_dir)
     from anpred.machine import describe_machine
     from anpred.pipeline.transforms import plan_transforms
@@ -370,10 +462,12 @@ def execute(
     )
     results: dict[str, WorkerResult] = {}
     reference = parse_participant(REFERENCE64)
-    for group, source in (
-        ([reference], None),
-        (participants, store.participant(REFERENCE64).folder),
-    ):
+    source = store.participant(REFERENCE64).folder if options.isolation else None
+    if source is not None and (executor is None or isinstance(executor, LocalExecutor)):
+        groups = [(participants, source, reference)]  # the reference with the others
+    else:
+        groups = [([reference], None, None), (participants, source, None)]
+    for group, isolation_source, concurrent in groups:
         results.update(
             resume_workers(
                 run_dir,
@@ -383,10 +477,11 @@ def execute(
                 say,
                 threads,
                 parallel,
-                source if options.isolation else None,
+                isolation_source,
                 timeout,
                 env,
                 executor,
+                reference=concurrent,
             )
         )
     order = [REFERENCE64, *(p.name for p in participants)]
@@ -405,6 +500,7 @@ def run(
     executor: Executor | None = None,
     drill: bool = True,
     calibration: str | None = None,
+    keep_captures: str = "needed",
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
@@ -420,6 +516,8 @@ def run(
     shape, anchors and fp32 participants, else the fixed rule), ``off`` (the fixed rule)
     or a calibration file (:mod:`anpred.pipeline.calibration_cache`); ``None`` keeps what
     the run directory holds (``anpred eval`` attaches its own).
+    ``keep_captures``: ``needed`` (default) prunes the captures nothing reads later once the
+    run is judged and reported (:mod:`anpred.pipeline.prune`); ``all`` keeps every one.
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -427,6 +525,7 @@ def run(
         JobFailedError: The model export crashed, failed or took over ``export_timeout`` s.
     """
     started = time.perf_counter()
+    check_keep(keep_captures)
     participants = parse_participants(list(options.libs))
     if options.extra.get("faults"):
         from anpred.inject.participants import EXTRA_KEY, apply_faults
@@ -498,15 +597,31 @@ def run(
         from anpred.pipeline.drill import run_drill
 
         params = with_stored_calibration(RunStore(out), OracleParams(metrics=()))
-        found = run_drill(
-            out, participants, summary, say, threads, parallel, timeout, limits, executor, params
-        )
+        try:
+            found = run_drill(
+                out,
+                participants,
+                summary,
+                say,
+                threads,
+                parallel,
+                timeout,
+                limits,
+                executor,
+                params,
+            )
+        except PrunedCaptureError as err:  # new findings on a pruned run: no stage inputs
+            from anpred.store.summary_drill import DrillDown
+
+            found = DrillDown((), reason=str(err))
         summary = replace(summary, drill=found)
     summary = replace(summary, wall_seconds=round(time.perf_counter() - started, 2))
     RunStore(out).write_summary(summary.to_dict())
     from anpred.report.html import write_report
 
     write_report(out, summary)
+    if keep_captures == KEEP_NEEDED:
+        prune_run(out, summary, say)
     failed = [r for r in results.values() if r.failed]
     if failed and all(r.usage_error for r in failed):
         # e.g. an op without a translator: the user's input, not a library failure

@@ -5,7 +5,9 @@ Runs in the prepare worker process (static shapes are materialised with onnxrunt
 The legacy torch exporter names nodes after module scopes (``/model.2/cv1/conv/Conv``);
 the last tensor produced inside each top-level scope (``model.2``) becomes an anchor.
 Graphs without scopes (paddle2onnx, tf2onnx, hand-built) get automatic stage anchors from
-their dataflow graph (:mod:`anpred.interchange.auto_anchors`).
+their dataflow graph (:mod:`anpred.interchange.auto_anchors`). A model with several inputs
+takes them packed into one float32 vector (:mod:`anpred.interchange.packing`), as every
+runner feeds one array; ``packing.json`` in the run directory says how.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import onnx
 
 from anpred.errors import UsageError
 from anpred.interchange.export import AnchoredExport, AnchorOutput
+from anpred.interchange.packing import PackedTensor
 from anpred.zoo.spec import OUTPUT_ANCHOR
 
 _SCOPE = re.compile(r"^/([^/]+)/")
@@ -79,13 +82,7 @@ def _static_model(
     )
 
     model = load_onnx(source)
-    inputs = graph_inputs(model)
-    if len(inputs) != 1:
-        raise UsageError(
-            f"{source.name} has {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); "
-            "anpred runs models with one input so far"
-        )
-    shapes = resolve_input_shapes(inputs, input_shapes, image_size, source.name)
+    shapes = resolve_input_shapes(graph_inputs(model), input_shapes, image_size, source.name)
     fix_input_shapes(model, shapes)
     model, record = fold_shapes(model, shapes)
     if folding_record is not None:
@@ -93,6 +90,39 @@ def _static_model(
 
         write_json(folding_record, record)
     return model
+
+
+def _packed(
+    model: onnx.ModelProto, label: str, packing: list[PackedTensor] | None = None
+) -> tuple[onnx.ModelProto, list[PackedTensor]]:
+    """A copy of ``model`` whose several inputs come through one packed float32 input."""
+    from anpred.interchange.input_shapes import graph_inputs
+    from anpred.interchange.packing import pack_graph_inputs
+
+    packed = onnx.ModelProto()
+    packed.CopyFrom(model)
+    found = pack_graph_inputs(packed, graph_inputs(model), label)
+    if packing is not None and found != packing:
+        raise AssertionError("the anchored and plain graphs pack their inputs differently")
+    return packed, found
+
+
+def _write_packing(path: Path | None, packing: list[PackedTensor]) -> None:
+    from anpred.interchange.packing import PACKED_MODEL_INPUT, packed_size
+
+    if path is None:
+        return
+    from anpred.store.files import write_json
+
+    write_json(
+        path,
+        {
+            "input": PACKED_MODEL_INPUT,
+            "dtype": "float32",
+            "size": packed_size(packing),
+            "tensors": [t.to_dict() for t in packing],
+        },
+    )
 
 
 def anchored_user_export(
@@ -104,28 +134,34 @@ def anchored_user_export(
     folding_record: Path | None = None,
     stages: int | None = None,
     granularity: str = "stage",
+    packing_record: Path | None = None,
 ) -> AnchoredExport:
     """Write ``anchored.onnx``/``plain.onnx`` for a user model and return the export.
 
     The input shapes are made concrete (:mod:`anpred.interchange.input_shapes`) and the
-    shape arithmetic folded (:mod:`anpred.interchange.folding`) first.
+    shape arithmetic folded (:mod:`anpred.interchange.folding`) first. A model with several
+    inputs is rewritten to take them packed into one float32 vector, unpacked in the graph
+    before any anchor (:mod:`anpred.interchange.packing`): every runner feeds one array.
 
     Args:
         source: The user's ONNX file.
         folder: Where to write the graphs (inside the run directory).
         anchors: Tensor names to use as anchors; inferred from module scopes when empty.
         input_shapes: ``--input-shape`` values by input name (``None``: the only input).
-        image_size: Side of dynamic image height/width (the preprocessing's size).
+        image_size: Side of dynamic image height/width (the preprocessing's side).
         folding_record: Where to write the record of the folding (the run store's path).
         stages: ``--stages K``: automatic anchors (:mod:`anpred.interchange.auto_anchors`)
             even when node names carry scopes; they are used anyway when none do.
         granularity: ``stage`` or ``layer``: the default K of automatic anchors.
+        packing_record: Where to write how several inputs are packed (the run store's path).
 
     Raises:
-        UsageError: On an invalid file, unknown tensor names, or dynamic input shapes
-            nothing gives a value.
+        UsageError: On an invalid file, unknown tensor names, dynamic input shapes
+            nothing gives a value, or an input that cannot be packed exactly.
     """
     from anpred.interchange.auto_anchors import DEFAULT_STAGES, auto_anchors, has_scopes
+    from anpred.interchange.input_shapes import graph_inputs
+    from anpred.interchange.packing import PACKED_MODEL_INPUT, packed_size
     from anpred.interchange.static_shapes import annotate_static_shapes
 
     model = _static_model(source, input_shapes or {}, image_size, folding_record)
@@ -144,10 +180,17 @@ def anchored_user_export(
         keyed = auto_anchors(inferred, stages or DEFAULT_STAGES.get(granularity, 8))
     else:
         keyed = [(a, a) for a in infer_anchors(model)]
-    inits = {i.name for i in graph.initializer}
-    inputs = [i for i in graph.input if i.name not in inits]
-    shape = tuple(int(d.dim_value) for d in inputs[0].type.tensor_type.shape.dim)
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(inputs[0].type.tensor_type.elem_type).name
+    inputs = graph_inputs(inferred)
+    packing: list[PackedTensor] = []
+    if len(inputs) > 1:
+        model, packing = _packed(model, source.name)
+        inferred, _ = _packed(inferred, source.name, packing)
+        graph = inferred.graph
+        input_name, shape, dtype = PACKED_MODEL_INPUT, (packed_size(packing),), "float32"
+    else:
+        input_name = inputs[0].name
+        shape = tuple(int(d.dim_value) for d in inputs[0].type.tensor_type.shape.dim)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(inputs[0].type.tensor_type.elem_type).name
     infos = {vi.name: vi for vi in list(graph.value_info) + list(graph.output)}
     final = graph.output[0].name
     folder.mkdir(parents=True, exist_ok=True)
@@ -169,9 +212,11 @@ def anchored_user_export(
     out_shape = tuple(d.dim_value for d in infos[final].type.tensor_type.shape.dim)
     records.append(AnchorOutput(OUTPUT_ANCHOR, OUTPUT_ANCHOR, "", "head", final, out_shape))
     onnx.save(annotate_static_shapes(anchored), str(folder / "anchored.onnx"))
+    if packing:
+        _write_packing(packing_record, packing)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     export = AnchoredExport(
-        folder, inputs[0].name, shape, int(opset), tuple(records), input_dtype=dtype
+        folder, input_name, shape, int(opset), tuple(records), input_dtype=dtype
     )
     (folder / "export.json").write_text(json.dumps(export.to_dict(), indent=1))
     return export

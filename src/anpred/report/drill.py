@@ -1,5 +1,6 @@
-"""The drill-down in the terminal and in ``report.html``: each flagged stage's operator
-chain with the error every operator introduces, the named operator highlighted.
+"""The drill-down in the terminal and in ``report.html``: each flagged stage's layers (the
+error at each layer's output, the named layer), then its operator chain with the error every
+operator introduces, the named operator highlighted.
 
 Both renderers read the summary's ``drill`` entry through :func:`drill_of`, which never
 raises (a partial or foreign summary renders without the drill-down).
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.localization.drilldown import DrillLayer, drill_layers, named_layer
 from anpred.report.markup import Markup, badge, join, note, number, table, tag
 from anpred.report.run_summary import RunSummary
 from anpred.store.summary_drill import DrillDown, DrillOp, DrillTarget
@@ -50,6 +52,34 @@ def named_line(target: DrillTarget) -> str:
     return head + f"{_op_label(op)} {how} {_fmt(op.introduced)} (threshold {_fmt(op.threshold)})"
 
 
+def layer_lines(target: DrillTarget) -> list[str]:
+    """The stage's layers on one line, error at each layer's output (``*`` flagged, ``»``
+    the named layer), and the named layer with its operators; ``[]`` without module paths.
+    """
+    layers = drill_layers(target.ops)
+    if not layers:
+        return []
+    layer, _ = named_layer(target)
+    cells = [
+        f"{'»' if x == layer else ''}{x.module} {_fmt(x.chain)}{'*' if x.finding else ''}"
+        for x in layers
+    ]
+    lines = [f"    layers (error at the output): {' · '.join(cells)}"]
+    if layer is not None:
+        where = [i for i, key in enumerate(layer.ops, 1) if key in layer.introducing]
+        adds = (
+            f"operator {where[0]} of {len(layer.ops)} introduces error"
+            if where
+            else (f"{len(layer.ops)} operators, none introduces error alone")
+        )
+        flagged = "flagged" if layer.finding else "not flagged"
+        lines.append(
+            f"    layer {layer.module} ({layers.index(layer) + 1} of {len(layers)}): {adds}; "
+            f"its output {_fmt(layer.chain)}, {flagged}"
+        )
+    return lines
+
+
 def terminal_lines(view: RunSummary) -> list[str]:
     """The drill-down for the terminal summary (``[]`` when it did not run)."""
     drill = drill_of(view)
@@ -61,11 +91,15 @@ def terminal_lines(view: RunSummary) -> list[str]:
         return [*lines, f"  not run: {drill.reason}"]
     for target in drill.targets:
         lines.append("  " + named_line(target))
-        index = next((i for i, o in enumerate(target.ops) if o.key == target.named), 0)
+        lines += layer_lines(target)
+        layer, _ = named_layer(target)
+        ops = target.ops if layer is None else tuple(o for o in target.ops if o.key in layer.ops)
+        index = next((i for i, o in enumerate(ops) if o.key == target.named), 0)
         low, high = max(0, index - _TERMINAL_CONTEXT), index + _TERMINAL_CONTEXT + 1
-        shown = target.ops[low:high]
+        shown = ops[low:high]
+        scope = "operator(s)" if layer is None else f"operator(s) of {layer.module}"
         if low:
-            lines.append(f"      ... {low} operator(s) before")
+            lines.append(f"      ... {low} {scope} before")
         for op in shown:
             mark = "»" if op.key == target.named else " "
             flag = " *" if op.stands_out else ""
@@ -73,9 +107,9 @@ def terminal_lines(view: RunSummary) -> list[str]:
                 f"    {mark} {op.op_type:<18} introduced {_fmt(op.introduced):>8}  "
                 f"chain {_fmt(op.chain):>8}{flag}  {op.node}"
             )
-        rest = len(target.ops) - high
+        rest = len(ops) - high
         if rest > 0:
-            lines.append(f"      ... {rest} operator(s) after")
+            lines.append(f"      ... {rest} {scope} after")
     if drill.failed:
         lines.append("  drill jobs failed: " + ", ".join(sorted(drill.failed)))
     return lines
@@ -98,6 +132,20 @@ def _row(op: DrillOp, named: str | None) -> list[Any]:
     return cells
 
 
+def _layer_row(layer: DrillLayer, named: DrillLayer | None) -> list[Any]:
+    cells: list[Any] = [
+        tag("code", layer.module),
+        len(layer.ops),
+        layer.output,
+        number(layer.chain),
+        badge("finding", "warn") if layer.finding else "",
+        ", ".join(layer.introducing) or "-",
+    ]
+    if layer == named:
+        return [tag("strong", c) for c in cells]
+    return cells
+
+
 def drill_section(view: RunSummary) -> Markup:
     """The HTML section: per flagged (participant, stage), its operator chain."""
     drill = drill_of(view)
@@ -113,7 +161,9 @@ def drill_section(view: RunSummary) -> Markup:
             "L2 vs fp64), judged against the population of participants and the fp32 "
             "reference's (threshold); 'chain': the error at its output when the stage runs "
             "from its exact input. The named operator (bold) is the first whose introduced "
-            "error stands out."
+            "error stands out. Layers group the operators by torch module; a layer's output "
+            "is its last operator's, so its error and verdict are that operator's (the layer "
+            "named, bold, is the named operator's)."
             + (f" Drill-down wall time: {drill.wall_seconds:.1f} s." if drill.wall_seconds else "")
         )
     ]
@@ -123,6 +173,16 @@ def drill_section(view: RunSummary) -> Markup:
         parts.append(tag("h3", f"{target.participant} at {target.stage}"))
         kind = "fail" if target.named else "warn"
         parts.append(note(named_line(target), kind))
+        layers = drill_layers(target.ops)
+        if layers:
+            layer, _ = named_layer(target)
+            parts.append(
+                table(
+                    ["layer", "operators", "output", "chain", "", "introducing operators"],
+                    [_layer_row(x, layer) for x in layers],
+                    cls="num",
+                )
+            )
         rows = [_row(op, target.named) for op in target.ops]
         parts.append(
             table(

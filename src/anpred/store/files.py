@@ -15,10 +15,29 @@ from typing import Any
 
 import numpy as np
 
-from anpred.errors import DamagedRunError
+from anpred.errors import AnpredError, DamagedRunError
 
 #: Key of the observer-effect output (final output without anchors) inside a capture file.
 PLAIN_KEY = "__plain__"
+#: Field of a capture's ``.json`` record listing the arrays ``--keep-captures needed`` removed
+#: after the run was judged (absent: nothing removed).
+PRUNED_FIELD = "pruned"
+
+
+class PrunedCaptureError(AnpredError):
+    """An array of a capture was removed after the run was judged (``--keep-captures needed``)."""
+
+
+def pruned_field(meta: dict[str, Any], path: Path) -> list[str]:
+    """The arrays a capture's record says were pruned.
+
+    Raises:
+        DamagedRunError: The field is not a list of names.
+    """
+    value = meta.get(PRUNED_FIELD) or []
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise DamagedRunError(path, f"its {PRUNED_FIELD!r} is not a list of array names")
+    return value
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -105,31 +124,52 @@ class CaptureFile:
     def __init__(self, arrays: Path, meta: Path) -> None:
         self.meta: dict[str, Any] = read_json(meta, dict)
         self.path = Path(arrays)
-        self._data = load_npz(arrays)
+        self.pruned: frozenset[str] = frozenset(pruned_field(self.meta, Path(meta)))
+        # every array pruned: the file is gone (or going)
+        self._data = load_npz(arrays) if arrays.exists() or not self.pruned else None
 
     def __getitem__(self, key: str) -> np.ndarray:
         """Read one array (an anchor key, or :data:`PLAIN_KEY`).
 
         Raises:
+            PrunedCaptureError: The array was pruned after the run was judged.
             DamagedRunError: The array is missing or corrupt.
         """
+        if key in self.pruned or self._data is None:
+            raise PrunedCaptureError(
+                f"{self.path.name}: array {key!r} was pruned after the run was judged "
+                "(--keep-captures needed); re-run with --keep-captures all to keep it"
+            )
         return read_array(self._data, key, self.path)
 
     def keys(self) -> list[str]:
-        """Keys of the stored arrays."""
-        return list(self._data.files)
+        """Keys of the stored arrays (pruned ones excluded)."""
+        if self._data is None:
+            return []
+        return [k for k in self._data.files if k not in self.pruned]
 
     def layout(self, key: str) -> str | None:
         """Layout the participant reported for anchor ``key`` (``"NHWC"``...), if any."""
         return self.meta.get("layouts", {}).get(key)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Read every array."""
-        return {key: self[key] for key in self._data.files}
+        """Read every array.
+
+        Raises:
+            PrunedCaptureError: Some of its arrays were pruned (a partial capture would
+                silently lack anchors).
+        """
+        if self.pruned:
+            raise PrunedCaptureError(
+                f"{self.path.name}: {len(self.pruned)} of its arrays were pruned after the run "
+                "was judged (--keep-captures needed); re-run with --keep-captures all"
+            )
+        return {key: self[key] for key in self.keys()}
 
     def close(self) -> None:
         """Close the ``.npz`` file."""
-        self._data.close()
+        if self._data is not None:
+            self._data.close()
 
     def __enter__(self) -> CaptureFile:
         return self

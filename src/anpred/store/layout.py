@@ -35,6 +35,7 @@ _SETTINGS = "run.json"
 _EXPORT = "model.json"
 _MODEL_DIR = "model"
 _FOLDING = "folding.json"
+_PACKING = "packing.json"
 _INPUTS = "inputs.npz"
 _INPUTS_META = "inputs.json"
 _CAPTURES = "captures"
@@ -195,6 +196,8 @@ class RunStore:
             store.write_marker()
         for name in (_EXPORT, _INPUTS, _INPUTS_META):
             _link(base.root / name, store.root / name)
+        if base.has_packing():  # the packed inputs' meaning goes with them
+            _link(base.packing_path, store.packing_path)
         if base.has_calibration():  # the oracle's thresholds go with the clean participants
             _link(base.root / _CALIBRATION, store.root / _CALIBRATION)
         store.write_settings(settings)
@@ -233,6 +236,19 @@ class RunStore:
     def folding_path(self) -> Path:
         """What folding a user's ONNX file's shape arithmetic did, and how it was checked."""
         return self.root / _FOLDING
+
+    @property
+    def packing_path(self) -> Path:
+        """How a user's ONNX file's several inputs are packed into its one graph input."""
+        return self.root / _PACKING
+
+    def has_packing(self) -> bool:
+        """Whether the model's inputs are packed (a user's ONNX file with several inputs)."""
+        return self.packing_path.exists()
+
+    def read_packing(self) -> dict[str, Any]:
+        """The packing record (:mod:`anpred.interchange.packing`)."""
+        return read_json(self.packing_path, dict)
 
     @property
     def export_job(self) -> ParticipantStore:

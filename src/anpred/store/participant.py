@@ -9,14 +9,23 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from anpred.store.files import CaptureFile, read_json, write_arrays, write_json
+from anpred.store.files import (
+    PRUNED_FIELD,
+    CaptureFile,
+    load_npz,
+    pruned_field,
+    read_array,
+    read_json,
+    write_arrays,
+    write_json,
+)
 
 #: Capture kinds: the participant's own anchors, and stage isolation's recomputed ones.
 CAPTURE = "capture"
@@ -162,6 +171,47 @@ class ParticipantStore:
         if not self.folder.is_dir():
             return []
         return sorted(p.name[: -len(suffix)] for p in self.folder.glob(f"*{suffix}"))
+
+    def pruned_keys(self, input_id: str, kind: str = CAPTURE) -> list[str]:
+        """Arrays of one capture removed by :meth:`prune_capture` (``[]``: none, or not done)."""
+        if not self.capture_done(input_id, kind):
+            return []
+        return pruned_field(self.read_capture_meta(input_id, kind), self._meta_path(input_id, kind))
+
+    def prune_capture(self, input_id: str, keep: Collection[str] = (), kind: str = CAPTURE) -> int:
+        """Remove every array of one capture but ``keep``; return the bytes freed.
+
+        The capture stays done (its record stays, resume counts it); the record lists the
+        removed arrays first, then the ``.npz`` is rewritten with the kept ones (or removed),
+        so an interrupted prune leaves a record that says more was removed than was, never
+        less. A linked ``.npz`` (a capture shared with another run) is replaced, not
+        rewritten: its target is untouched and nothing is freed. Idempotent.
+        """
+        if not self.capture_done(input_id, kind):
+            return 0
+        path = self.arrays_path(input_id, kind)
+        meta = self.read_capture_meta(input_id, kind)
+        pruned = set(pruned_field(meta, self._meta_path(input_id, kind)))
+        if not path.exists() and not path.is_symlink():
+            return 0
+        with load_npz(path) as data:
+            stored = list(data.files)
+            wanted = [k for k in stored if k in keep and k not in pruned]
+            if len(wanted) == len(stored):
+                return 0
+            kept = {k: read_array(data, k, path) for k in wanted}
+        removed = [k for k in stored if k not in kept]
+        size = 0 if path.is_symlink() else path.stat().st_size
+        write_json(
+            self._meta_path(input_id, kind), {**meta, PRUNED_FIELD: sorted(pruned | set(removed))}
+        )
+        if kept:
+            if path.is_symlink():
+                path.unlink()
+            write_arrays(path, kept)
+            return max(0, size - path.stat().st_size)
+        path.unlink()
+        return size
 
     def array_files(self) -> list[Path]:
         """Every ``.npz`` in the folder, sorted."""

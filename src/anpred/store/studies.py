@@ -83,6 +83,15 @@ class EvalStore:
         """The run directory of one injected fault."""
         return self.model_dir(model) / _FAULT_RUNS / safe_name(name)
 
+    def derived_runs(self, model: str) -> list[Path]:
+        """The model's runs that own only some captures and link the clean run's: its fault
+        runs and its configuration run (those that exist), in name order.
+        """
+        faults = self.model_dir(model) / _FAULT_RUNS
+        found = sorted(p for p in faults.iterdir() if p.is_dir()) if faults.is_dir() else []
+        configurations = self.configurations_run(model)
+        return found + ([configurations] if configurations.is_dir() else [])
+
     def calibration_run(self, model: str) -> Path:
         """The clean run on calibration inputs the oracle's thresholds are learnt from."""
         return self.model_dir(model) / _CALIBRATION_RUN

@@ -206,6 +206,15 @@ def _pools() -> list[OpCase]:
           n_outputs=2),
         c("MaxPool", "indices_col_major", [feed(2, 3, 4, 6)], kernel_shape=k2, strides=s2,
           storage_order=1, n_outputs=2),
+        c("MaxPool", "indices_ceil", [feed(1, 2, 7, 7)], kernel_shape=k3, strides=s2, pads=p1,
+          ceil_mode=1, n_outputs=2),
+        # 3-D pooling (issue 18: tensorflow's max_pool3d / avg_pool3d)
+        c("MaxPool", "pool3d_k2s2", [feed(1, 2, 6, 6, 6)], kernel_shape=[2, 2, 2],
+          strides=[2, 2, 2]),
+        c("MaxPool", "pool3d_pads_ceil", [feed(1, 2, 5, 7, 6)], kernel_shape=[3, 3, 3],
+          strides=[2, 2, 2], pads=[1] * 6, ceil_mode=1),
+        c("MaxPool", "pool3d_dilation2", [feed(1, 2, 7, 7, 7)], kernel_shape=[2, 2, 2],
+          dilations=[2, 2, 2]),
         c("AveragePool", "k2s2", [feed(1, 4, 8, 8)], kernel_shape=k2, strides=s2),
         c("AveragePool", "k3s1p1_exclude_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1),
         c("AveragePool", "k3s1p1_include_pad", [feed(1, 4, 6, 6)], kernel_shape=k3, pads=p1,
@@ -226,6 +235,12 @@ def _pools() -> list[OpCase]:
           strides=s2, pads=p1, dilations=[2, 2], ceil_mode=1, count_include_pad=1, opset=19),
         c("AveragePool", "dil2_s2_excl_pad", [feed(1, 2, 10, 10)], kernel_shape=k2,
           strides=s2, pads=p1, dilations=[2, 2], opset=19),
+        c("AveragePool", "pool3d_include_pad", [feed(1, 2, 6, 6, 6)], kernel_shape=[3, 3, 3],
+          strides=[2, 2, 2], pads=[1] * 6, count_include_pad=1),
+        c("AveragePool", "pool3d_exclude_pad_ceil", [feed(1, 2, 7, 7, 7)],
+          kernel_shape=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, ceil_mode=1),
+        c("AveragePool", "pool3d_dilation2", [feed(1, 2, 7, 7, 7)], kernel_shape=[2, 2, 2],
+          dilations=[2, 2, 2], opset=19),
         c("GlobalAveragePool", "nchw", [feed(2, 8, 7, 7)]),
         c("GlobalAveragePool", "large_hw", [feed(1, 4, 32, 32)]),
         c("GlobalAveragePool", "1x1", [feed(1, 16, 1, 1)]),
@@ -386,49 +401,14 @@ def _constants() -> list[OpCase]:
     ]
 
 
-def _resize() -> list[OpCase]:
-    c = make_case
-    x, x8 = feed(1, 2, 4, 5), feed(1, 2, 8, 8)
-    nearest = {  # what torch's nn.Upsample exports
-        "mode": "nearest",
-        "coordinate_transformation_mode": "asymmetric",
-        "nearest_mode": "floor",
-    }
-    linear = {"mode": "linear"}
-    return [
-        c("Resize", "upsample2_torch", [x, None, scales(1, 1, 2, 2)], **nearest),
-        c("Resize", "upsample3", [x, None, scales(1, 1, 3, 3)], **nearest),
-        c("Resize", "sizes_nearest", [x, None, None, static([1, 2, 8, 10])], **nearest),
-        c("Resize", "downsample_nearest", [x8, None, scales(1, 1, 0.5, 0.5)], **nearest),
-        c("Resize", "nearest_default_modes", [x, None, scales(1, 1, 2, 2)], mode="nearest"),
-        c("Resize", "nearest_half_pixel_ceil", [x, None, scales(1, 1, 1.5, 1.5)],
-          mode="nearest", nearest_mode="round_prefer_ceil"),
-        c("Resize", "linear_half_pixel", [x, None, scales(1, 1, 2, 2)], **linear),
-        c("Resize", "linear_downsample", [x8, None, scales(1, 1, 0.5, 0.5)], **linear),
-        c("Resize", "linear_align_corners", [x, None, None, static([1, 2, 7, 9])], **linear,
-          coordinate_transformation_mode="align_corners"),
-        c("Resize", "linear_asymmetric", [x, None, scales(1, 1, 2, 2)], **linear,
-          coordinate_transformation_mode="asymmetric"),
-        c("Resize", "linear_pytorch_half_pixel", [x, None, None, static([1, 2, 6, 1])],
-          **linear, coordinate_transformation_mode="pytorch_half_pixel"),
-        # an output axis of length 1: paddle's kernel read coordinate 0 (issue 18)
-        c("Resize", "linear_downsample_to_one", [x, None, scales(1, 1, 0.3, 0.6)], **linear),
-        # issue 18: half_pixel_symmetric (lengths 6.8 and 3.5 round down) and cubic
-        c("Resize", "linear_half_pixel_symmetric", [x, None, scales(1, 1, 1.7, 0.7)], **linear,
-          coordinate_transformation_mode="half_pixel_symmetric"),
-        c("Resize", "cubic_half_pixel", [x, None, scales(1, 1, 2, 2)], mode="cubic"),
-        c("Resize", "cubic_align_corners", [x, None, None, static([1, 2, 7, 9])], mode="cubic",
-          coordinate_transformation_mode="align_corners"),
-    ]  # fmt: skip
-
-
 @cache
 def catalogue() -> tuple[OpCase, ...]:
     """Return every conformance case, grouped by op family."""
     from anpred.translate.conformance_catalog_decoders import FAMILIES
+    from anpred.translate.conformance_catalog_resize import resize_cases
 
     families = (
         _elementwise, _activations, _selection, _convolutions, _pools, _normalisations,
-        _linear, _reductions, _slicing, _reshaping, _constants, _resize, *FAMILIES,
+        _linear, _reductions, _slicing, _reshaping, _constants, resize_cases, *FAMILIES,
     )  # fmt: skip
     return tuple(case for family in families for case in family())

@@ -85,6 +85,8 @@ def _run(env: dict[str, str], model: Path, out: Path, libs: list[str]) -> dict:
             ",".join(libs),
             "--images",
             "2",
+            "--keep-captures",  # the captures are counted
+            "all",
             "--out",
             str(out),
         ],

@@ -44,7 +44,8 @@ def _freeze() -> str:
 
 def _run(out: Path, model: str, libs: list[str], *flags: str, offline: bool) -> str:
     command = [sys.executable, "-m", "anpred", "run", model, "--libs", ",".join(libs),
-               "--images", str(2 if model == "yolov8n" else 1), "--out", str(out), *flags]
+               "--images", str(2 if model == "yolov8n" else 1), "--keep-captures", "all",
+               "--out", str(out), *flags]  # every input's captures are read below
     if offline:
         command = ["unshare", "-rn", *command]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1700)

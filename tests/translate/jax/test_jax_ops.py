@@ -574,6 +574,32 @@ def test_int64_outputs_keep_the_onnx_dtype_floats_untouched() -> None:
     assert JIT.restore_dtype(relu, program.output_dtypes["r"]) is relu
 
 
+def test_translated_runs_capture_int64_anchors_as_int64(tmp_path: Any) -> None:
+    from anpred.backends.base import ModelJob
+    from anpred.backends.translated import TranslatedProgram
+    from anpred.interchange.export import AnchoredExport, AnchorOutput
+
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=1),
+             helper.make_node("Relu", ["x"], ["r"])]  # fmt: skip
+    outputs = [helper.make_tensor_value_info("i", TensorProto.INT64, (2, 1)),
+               helper.make_tensor_value_info("r", TensorProto.FLOAT, (2, 3))]  # fmt: skip
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3))
+    for name, outs in (("anchored", outputs), ("plain", outputs[:1])):
+        graph = helper.make_graph(nodes[: len(outs)], "g", [x_info], outs)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(model, tmp_path / f"{name}.onnx")
+    anchors = (AnchorOutput("relu", "relu", "relu", "body", "r", (2, 3)),
+               AnchorOutput("output", "output", "", "head", "i", (2, 1)))  # fmt: skip
+    export = AnchoredExport(tmp_path, "x", (2, 3), 17, anchors)
+    program = TranslatedProgram("jax", ModelJob(export), {"dtype": "float32"})
+    x = np.array([[0.0, 2.0, 1.0], [3.0, -1.0, 0.5]], dtype=np.float32)
+    capture = program.infer(x)
+    assert capture.arrays["output"].dtype == np.int64  # jax held it as int32
+    assert capture.arrays["output"].ravel().tolist() == [1, 0]
+    assert capture.arrays["relu"].dtype == np.float32
+    assert program.infer_plain(x).dtype == np.int64
+
+
 def test_unknown_op_names_op_opset_node_and_library() -> None:
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")
     graph = helper.make_graph(

@@ -39,6 +39,14 @@ FP64_TOLERANCE = 1e-13
 FLOAT32_CONSTANT_TOLERANCE = float(np.finfo(np.float32).eps)
 _FLOAT32_CONSTANTS = {"HardSwish/nchw", "HardSwish/vector", "HardSwish/tokens",
                       "HardSigmoid/torch_alpha"}  # fmt: skip
+#: Cases where the evaluator itself rounds to float32: it computes cubic weights with its
+#: float32 ``cubic_coeff_a`` attribute and tf_crop_and_resize coordinates with the float32
+#: roi. Measured up to 4.1e-7 (max-abs relative); the evaluator with A as a float64 agrees
+#: with the taps exactly (cubic_asymmetric: 2.9e-7 -> 0). Bound: 4 float32 epsilons.
+EVALUATOR_FLOAT32_TOLERANCE = 4 * float(np.finfo(np.float32).eps)
+_EVALUATOR_FLOAT32 = {"Resize/cubic_a_n0p5_exclude_outside", "Resize/cubic_asymmetric",
+                      "Resize/linear_tf_crop_and_resize",
+                      "Resize/linear_tf_crop_extrapolate"}  # fmt: skip
 
 _EVALUATOR_CASES = [c for c in all_cases() if c.reference == "onnx"]
 
@@ -56,6 +64,8 @@ def test_float64_translation_matches_float64_reference(case: OpCase) -> None:
     expected = evaluate(build_model(case, np.float64), case_feeds(case, np.float64))
     actual = _run(case, {"dtype": "float64"}, np.float64)
     limit = FLOAT32_CONSTANT_TOLERANCE if case.key in _FLOAT32_CONSTANTS else FP64_TOLERANCE
+    if case.key in _EVALUATOR_FLOAT32:
+        limit = EVALUATOR_FLOAT32_TOLERANCE
     for out, ref in zip(actual, expected, strict=True):
         assert out.shape == ref.shape
         assert out.dtype == (np.float64 if ref.dtype.kind == "f" else ref.dtype)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from anpred.errors import UsageError
-from anpred.translate.jax.numerics import current
+from anpred.translate.jax.numerics import current, index_dtype
 from anpred.translate.registry import NodeCall, register
 
 _LIB = "jax"
@@ -118,18 +118,57 @@ def conv(call: NodeCall, x: Any, w: Any, b: Any = None) -> Any:
 
 @register(_LIB, "MaxPool")
 def max_pool(call: NodeCall, x: Any) -> Any:
-    """Max pooling (pads, strides, dilations, ceil_mode); no Indices output."""
-    if len(call.output_shapes) > 1:
-        raise UsageError(f"MaxPool node {call.name}: the Indices output has no jax translation")
+    """Max pooling (pads, strides, dilations, ceil_mode) and its Indices output.
+
+    The Indices output is one variadic ``lax.reduce_window`` over (values, flat ONNX index
+    of every element: row-major, or column-major within each plane with ``storage_order``
+    1) whose reducer keeps the larger value, and on a tie the smaller index (the first
+    element of the window, as ONNX's reference and onnxruntime report).
+    """
     kernel, strides, dilations, _, total = _window_geometry(call, x)
     if jnp.issubdtype(x.dtype, jnp.floating):
         init = -jnp.inf
     else:
         init = jnp.iinfo(x.dtype).min
+    if len(call.output_shapes) > 1:
+        return list(_max_pool_with_indices(call, x, init, kernel, strides, dilations, total))
     return lax.reduce_window(
         x,
         jnp.asarray(init, dtype=x.dtype),
         lax.max,
+        window_dimensions=(1, 1, *kernel),
+        window_strides=(1, 1, *strides),
+        padding=((0, 0), (0, 0), *total),
+        window_dilation=(1, 1, *dilations),
+    )
+
+
+def _max_pool_with_indices(
+    call: NodeCall,
+    x: Any,
+    init: Any,
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    total: Pads,
+) -> tuple[Any, Any]:
+    index = lax.iota(index_dtype(), math.prod(x.shape)).reshape(x.shape)
+    if call.attr("storage_order", 0):
+        if x.ndim != 4:
+            raise UsageError(f"MaxPool node {call.name}: storage_order 1 beyond 2-D")
+        height, width = x.shape[2:]
+        plane = index % (height * width)
+        index = index - plane + (plane % width) * height + plane // width
+    largest = jnp.asarray(jnp.iinfo(index.dtype).max, dtype=index.dtype)
+
+    def keep_max(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+        take_b = (b[0] > a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
+        return jnp.where(take_b, b[0], a[0]), jnp.where(take_b, b[1], a[1])
+
+    return lax.reduce_window(
+        (x, index),
+        (jnp.asarray(init, dtype=x.dtype), largest),
+        keep_max,
         window_dimensions=(1, 1, *kernel),
         window_strides=(1, 1, *strides),
         padding=((0, 0), (0, 0), *total),

@@ -1,8 +1,15 @@
-"""Resize (nearest and linear), separably, one spatial axis at a time.
+"""Resize, separably, one axis at a time.
 
 Which source positions feed each output position depends only on static shapes and
 attributes, so the positions and the linear weights are computed in NumPy (float64) at
 translation time; the interpolation itself (gathers, products, sums) runs in jax.
+
+Cubic, antialias, ``keep_aspect_ratio_policy`` and ``tf_crop_and_resize`` run as
+separable filter taps (:mod:`anpred.translate.resize_taps`). ``jax.image.resize`` /
+``jax.image.scale_and_translate`` are not used for them: their cubic kernel is Keys' with
+``a = -0.5`` (ONNX's default is -0.75) and their antialias filter is PIL's, which differs
+from ONNX's (up to 0.17 on ``test_resize_downsample_sizes_linear_antialias`` of ONNX's
+backend tests, 1.7 when scales are given, since they map with ``out / in``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,13 @@ import numpy as np
 from anpred.errors import UsageError
 from anpred.translate.jax.static import normalize_axes, static_floats, static_ints
 from anpred.translate.registry import NodeCall, register
+from anpred.translate.resize_taps import (
+    axis_taps,
+    extrapolation_mask,
+    plan,
+    split_shape,
+    tap_layout,
+)
 from anpred.translate.upsample import as_resize
 
 _LIB = "jax"
@@ -82,6 +96,37 @@ def _resize_axis(x: Any, axis: int, out_size: int, scale: float, call: NodeCall)
     raise UsageError(f"Resize mode {mode!r} of node {call.name} has no jax translation")
 
 
+def _by_taps(call: NodeCall, x: Any, roi: Any, scales: Any, sizes: Any) -> Any:
+    """Resize as separable filter taps: one gather, product and sum per resized axis."""
+    crop = call.attr("coordinate_transformation_mode") == "tf_crop_and_resize"
+    geometry = plan(
+        call,
+        x.shape,
+        static_floats(call, 1, roi, "roi") if crop else None,
+        static_floats(call, 2, scales, "scales"),
+        static_ints(call, 3, sizes, "sizes"),
+    )
+    fill = float(call.attr("extrapolation_value", 0.0))
+    for axis in geometry.resized(x.shape):
+        taps = axis_taps(call, geometry, x.shape, axis)
+        index, weight = tap_layout(taps, x.ndim)
+        gathered = jnp.take(x, jnp.asarray(index), axis=axis).reshape(split_shape(x.shape, taps))
+        x = jnp.sum(gathered * jnp.asarray(weight, dtype=x.dtype), axis=axis + 1)
+        mask = extrapolation_mask(taps, x.ndim)
+        if mask is not None:
+            x = jnp.where(jnp.asarray(mask), jnp.asarray(fill, dtype=x.dtype), x)
+    return x
+
+
+def _needs_taps(call: NodeCall) -> bool:
+    return (
+        call.attr("mode", "nearest") == "cubic"
+        or bool(call.attr("antialias", 0))
+        or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch"
+        or call.attr("coordinate_transformation_mode") == "tf_crop_and_resize"
+    )
+
+
 @register(_LIB, "Resize")
 def resize(
     call: NodeCall,
@@ -90,11 +135,11 @@ def resize(
     scales: Any = None,
     sizes: Any = None,
 ) -> Any:
-    """Resize by ``scales`` or to ``sizes`` (mode nearest or linear, no antialias)."""
-    if call.attr("antialias", 0) or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise UsageError(f"Resize node {call.name}: antialias/keep_aspect_ratio unsupported")
+    """Resize by ``scales`` or to ``sizes`` (every mode and coordinate transformation)."""
     if call.opset < 11:  # Resize-10: (X, scales)
         roi, scales = None, roi
+    elif _needs_taps(call):
+        return _by_taps(call, x, roi, scales, sizes)
     axes = normalize_axes(call.attr("axes", range(x.ndim)), x.ndim)
     factors = static_floats(call, 2 if call.opset >= 11 else 1, scales, "scales") or None
     targets = static_ints(call, 3, sizes, "sizes") if call.opset >= 11 else None

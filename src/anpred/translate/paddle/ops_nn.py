@@ -238,16 +238,54 @@ def max_pool(call: NodeCall, x: Tensor) -> Tensor:
     """ONNX MaxPool (kernel, strides, dilations, pads incl. asymmetric, auto_pad, ceil_mode).
 
     Without dilations paddle's ``max_pool{1,2,3}d`` runs; with them (paddle's pooling has
-    none), :func:`_dilated_max_pool`.
-
-    Raises:
-        UsageError: For the ``Indices`` output.
+    none), :func:`_dilated_max_pool`. The ``Indices`` output: :func:`_max_pool_with_indices`.
     """
     if len(call.output_shapes) > 1:
-        raise UsageError(f"node {call.name}: MaxPool Indices output is not translated")
+        return _max_pool_with_indices(call, x)
     if any(d != 1 for d in call.attr("dilations", [])):
         return _dilated_max_pool(call, x)
     return _pool(call, x, _MAX_POOL)
+
+
+def _max_pool_with_indices(call: NodeCall, x: Tensor) -> list[Tensor]:
+    """MaxPool and Indices: paddle's ``max_pool{1,2,3}d(return_mask=True)``.
+
+    Paddle's mask is the flat index into each unpadded (n, c) plane; integer paddle ops
+    move it to ONNX's flat index over the whole tensor (column-major within the plane with
+    ``storage_order`` 1).
+
+    Raises:
+        UsageError: With dilations (paddle's pooling has none, and no other paddle op
+            returns the argmax).
+    """
+    rank, kernel, window = _pool_window(call, x)
+    if any(d != 1 for d in window["dilations"]):
+        raise UsageError(
+            f"node {call.name}: MaxPool Indices need paddle's max_pool(return_mask=True), "
+            "which has no dilations"
+        )
+    sizes = _pool_sizes(call, x, kernel, window)
+    y, mask = _MAX_POOL[rank](
+        x,
+        kernel,
+        stride=window["strides"],
+        padding=_padding_arg(window["pads"]),
+        ceil_mode=any(out != floor_out for out, floor_out in sizes),
+        return_mask=True,
+    )
+    if list(y.shape[2:]) != [out for out, _ in sizes]:
+        keep = (slice(None), slice(None), *(slice(0, out) for out, _ in sizes))
+        y, mask = y[keep], mask[keep]
+    n, c, *spatial = (int(d) for d in x.shape)
+    mask = paddle.cast(mask, "int64")
+    if call.attr("storage_order", 0):
+        if rank != 2:
+            raise UsageError(f"node {call.name}: MaxPool storage_order 1 beyond 2-D")
+        height, width = spatial
+        mask = (mask % width) * height + mask // width
+    plane = math.prod(spatial)
+    base = paddle.arange(n * c, dtype="int64").reshape([n, c, *([1] * rank)]) * plane
+    return [y, mask + base]
 
 
 @register("paddle", "AveragePool")

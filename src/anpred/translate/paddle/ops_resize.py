@@ -22,8 +22,13 @@ Supported variants (the others raise :class:`~anpred.errors.UsageError`):
 
 Scales are handed to paddle as ``scale_factor`` (paddle then maps coordinates with
 ``1 / scale``, as ONNX does) and sizes as ``size`` (ratio ``in / out``, as ONNX does).
-``axes``, ``antialias`` and a ``keep_aspect_ratio_policy`` other than ``stretch`` are not
-translated.
+
+The variants paddle's kernels do not implement run as separable filter taps
+(:mod:`anpred.translate.resize_taps`; ``paddle.index_select``, a product and a sum per
+axis): ``axes``, ``antialias`` (paddle's ``interpolate`` has none), a
+``keep_aspect_ratio_policy`` other than ``stretch``, ``tf_crop_and_resize``, and cubic
+other than paddle's bicubic (``cubic_coeff_a`` -0.75, no ``exclude_outside``, 4-D,
+``half_pixel`` / ``pytorch_half_pixel`` / ``align_corners``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ import paddle.nn.functional as F
 
 from anpred.errors import UsageError
 from anpred.translate.registry import NodeCall, register
+from anpred.translate.resize_taps import (
+    axis_taps,
+    extrapolation_mask,
+    plan,
+    split_shape,
+    tap_layout,
+)
 
 Tensor = Any
 
@@ -139,6 +151,46 @@ def _linear_gather(
     return x
 
 
+def _by_taps(
+    call: NodeCall,
+    x: Tensor,
+    roi: np.ndarray | None,
+    scales: np.ndarray | None,
+    sizes: np.ndarray | None,
+) -> Tensor:
+    """Resize as separable filter taps: ``index_select``, product and sum per resized axis."""
+    shape = [int(d) for d in x.shape]
+    geometry = plan(call, shape, roi, scales, sizes)
+    fill = float(call.attr("extrapolation_value", 0.0))
+    for axis in geometry.resized(shape):
+        taps = axis_taps(call, geometry, [int(d) for d in x.shape], axis)
+        index, weight = tap_layout(taps, len(shape))
+        gathered = paddle.index_select(x, paddle.to_tensor(index), axis=axis)
+        gathered = paddle.reshape(gathered, split_shape([int(d) for d in x.shape], taps))
+        x = paddle.sum(gathered * paddle.to_tensor(weight, dtype=x.dtype), axis=axis + 1)
+        mask = extrapolation_mask(taps, len(shape))
+        if mask is not None:
+            full = paddle.full_like(x, fill)
+            x = paddle.where(paddle.to_tensor(np.broadcast_to(mask, x.shape).copy()), full, x)
+    return x
+
+
+def _needs_taps(call: NodeCall, rank: int, coordinates: str) -> bool:
+    """Whether no paddle kernel (nor the gathers above) computes the node's variant."""
+    if (
+        call.attr("antialias", 0)
+        or call.attr("axes") is not None
+        or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch"
+        or coordinates == "tf_crop_and_resize"
+    ):
+        return True
+    if call.attr("mode", "nearest") != "cubic":
+        return False
+    bicubic = call.attr("cubic_coeff_a", -0.75) == -0.75 and not call.attr("exclude_outside", 0)
+    native = coordinates in ("align_corners", "half_pixel", "pytorch_half_pixel")
+    return not (bicubic and native and rank == 2)
+
+
 def _resize(
     call: NodeCall,
     x: Tensor,
@@ -149,12 +201,12 @@ def _resize(
     nearest_mode: str,
 ) -> Tensor:
     rank = len(x.shape) - 2
+    if call.opset >= 11 and _needs_taps(call, rank, coordinates):
+        if (scales is None or not scales.size) and (sizes is None or not sizes.size):
+            raise UsageError(f"node {call.name}: Resize needs static scales or sizes")
+        return _by_taps(call, x, call.const(1), scales, sizes)
     if rank not in _LINEAR:
         raise UsageError(f"node {call.name}: Resize of a {rank + 2}-D tensor is not translated")
-    if call.attr("antialias", 0) or call.attr("axes") is not None:
-        raise UsageError(f"node {call.name}: Resize antialias / axes are not translated")
-    if call.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise UsageError(f"node {call.name}: Resize keep_aspect_ratio_policy is not translated")
     kwargs: dict[str, Any] = {"data_format": _LAYOUT[rank]}
     in_sizes = list(x.shape[2:])
     if sizes is not None and sizes.size:

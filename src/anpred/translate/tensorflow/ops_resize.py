@@ -8,16 +8,42 @@ exactly that map (PyTorch's ``Upsample(scale_factor=2)`` export: asymmetric + fl
 the usual bilinear modes); otherwise it gathers rows and columns with ``tf.gather`` and
 interpolates with TensorFlow arithmetic. ``ResizeBilinear`` always returns float32, so
 float64 graphs interpolate with the gather path.
+
+The variants TensorFlow has no kernel for run as separable filter taps
+(:mod:`anpred.translate.resize_taps`; ``tf.gather``, a product and a sum per resized
+axis): cubic (``tf.image.resize``'s bicubic is Keys' kernel with ``a = -0.5``, ONNX's
+default is -0.75; ``ResizeBicubic`` reads its weights from a 1024-entry table, which
+deviates from the exact kernel by 8e-4 relative at 5x7 -> 9x11, far beyond float32 noise),
+antialias (``tf.image.resize(antialias=True)`` is PIL's filter, which differs from ONNX's
+by up to 0.17 on ``test_resize_downsample_sizes_linear_antialias`` of ONNX's backend
+tests), ``keep_aspect_ratio_policy``, ``half_pixel_symmetric``, ``axes`` that resize the
+batch or channel axis, and ranks other than 4. Linear ``tf_crop_and_resize`` of the
+spatial axes is TensorFlow's own ``CropAndResize`` (the mode's namesake: same coordinates,
+same ``extrapolation_value``); its other variants run as taps.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
-from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.resize_taps import (
+    axis_taps,
+    extrapolation_mask,
+    plan,
+    split_shape,
+    tap_layout,
+)
+from anpred.translate.tensorflow.layout import (
+    TFValue,
+    layout_op,
+    nhwc_axis,
+    spatial_result,
+)
 from anpred.translate.upsample import as_resize
 
 #: Coordinate transformations the translator implements.
@@ -163,6 +189,68 @@ def _linear(
     return y
 
 
+def _by_taps(
+    call: NodeCall, x: TFValue, scales: np.ndarray | None, sizes: np.ndarray | None
+) -> TFValue:
+    """Resize as separable filter taps: ``tf.gather``, product and sum per resized axis."""
+    if (scales is None or not scales.size) and (sizes is None or not sizes.size):
+        raise _unsupported(call, "a Resize without static scales or sizes")
+    shape = [int(d) for d in x.onnx_shape()]
+    geometry = plan(call, shape, call.const(1), scales, sizes)
+    nhwc = x.rank == 4
+    t = x.nhwc() if nhwc else x.nchw()
+    fill = float(call.attr("extrapolation_value", 0.0))
+    for axis in geometry.resized(shape):
+        taps = axis_taps(call, geometry, shape, axis)
+        local = dataclasses.replace(taps, axis=nhwc_axis(axis) if nhwc else axis)
+        index, weight = tap_layout(local, x.rank)
+        gathered = tf.reshape(
+            tf.gather(t, tf.constant(index), axis=local.axis),
+            split_shape(t.shape.as_list(), local),
+        )
+        t = tf.reduce_sum(gathered * tf.constant(weight, t.dtype), axis=local.axis + 1)
+        mask = extrapolation_mask(local, x.rank)
+        if mask is not None:
+            t = tf.where(tf.constant(mask), tf.constant(fill, t.dtype), t)
+        shape[axis] = geometry.out_shape[axis]
+    return spatial_result(t) if nhwc else TFValue(t)
+
+
+def _crop_and_resize(call: NodeCall, x: TFValue, sizes: np.ndarray | None) -> TFValue | None:
+    """Linear ``tf_crop_and_resize`` of the spatial axes as ``tf.image.crop_and_resize``."""
+    if x.rank != 4 or x.dtype != tf.float32 or call.attr("mode", "nearest") != "linear":
+        return None
+    if call.attr("antialias", 0) or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return None
+    shape = [int(d) for d in x.onnx_shape()]
+    geometry = plan(call, shape, call.const(1), call.const(2), sizes)
+    roi = geometry.roi or ((0.0, 1.0),) * 4
+    if roi[:2] != ((0.0, 1.0),) * 2 or list(geometry.out_shape[:2]) != shape[:2]:
+        return None
+    (y1, y2), (x1, x2) = roi[2], roi[3]
+    y = tf.image.crop_and_resize(
+        x.nhwc(),
+        tf.constant([[y1, x1, y2, x2]] * shape[0], tf.float32),
+        tf.range(shape[0]),
+        list(geometry.out_shape[2:]),
+        extrapolation_value=float(call.attr("extrapolation_value", 0.0)),
+    )
+    return spatial_result(y)
+
+
+def _needs_taps(call: NodeCall, rank: int) -> bool:
+    """Whether no TensorFlow kernel (nor the gathers above) computes the node's variant."""
+    axes = call.attr("axes")
+    return (
+        rank != 4
+        or call.attr("mode", "nearest") not in ("nearest", "linear")
+        or bool(call.attr("antialias", 0))
+        or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch"
+        or call.attr("coordinate_transformation_mode", "half_pixel") not in _TRANSFORMS
+        or (axes is not None and sorted(int(a) % 4 for a in axes) != [2, 3])
+    )
+
+
 @layout_op("Resize", since=11)
 def resize(
     call: NodeCall,
@@ -171,11 +259,23 @@ def resize(
     scales: TFValue | None = None,
     sizes: TFValue | None = None,
 ) -> TFValue:
-    """ONNX Resize of the spatial axes of a 4-D tensor; modes nearest and linear."""
-    if x.rank != 4:
-        raise _unsupported(call, f"a {x.rank}-D Resize")
-    if call.attr("antialias", 0):
-        raise _unsupported(call, "antialias")
+    """ONNX Resize on TensorFlow's resize kernels, gathers, or separable filter taps.
+
+    Nearest and linear of a 4-D tensor's spatial axes run TensorFlow's resize kernels or
+    gathers; linear ``tf_crop_and_resize`` runs ``CropAndResize``; every other variant
+    runs as separable filter taps.
+    """
+    if call.attr("coordinate_transformation_mode") == "tf_crop_and_resize":
+        native = _crop_and_resize(call, x, None if sizes is None else call.const(3))
+        if native is not None:
+            return native
+    if _needs_taps(call, x.rank):
+        return _by_taps(
+            call,
+            x,
+            None if scales is None else call.const(2),
+            None if sizes is None else call.const(3),
+        )
     in_shape = [int(d) for d in x.onnx_shape()]
     out, factors = _geometry(
         call,

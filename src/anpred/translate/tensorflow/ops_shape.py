@@ -26,8 +26,14 @@ def _static_ints(call: NodeCall, index: int, what: str) -> list[int]:
 @onnx_op("Reshape", since=5)
 def reshape(call: NodeCall, x: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
     """``tf.reshape``; ``0`` copies the input dimension (unless ``allowzero``), ``-1`` infers."""
-    if call.const(1) is None:
-        return tf.reshape(x, shape)
+    if call.const(1) is None:  # fed at run time: 0 still copies the input dimension
+        if call.attr("allowzero", 0) or shape.shape.rank != 1 or shape.shape[0] is None:
+            return tf.reshape(x, shape)
+        rank, length = int(x.shape.rank), int(shape.shape[0])
+        dims = tf.shape(x, out_type=shape.dtype)[: min(rank, length)]
+        if length > rank:
+            dims = tf.concat([dims, shape[rank:]], 0)
+        return tf.reshape(x, tf.where(tf.equal(shape, 0), dims, shape))
     target = _static_ints(call, 1, "the shape")
     if not call.attr("allowzero", 0):
         dims = x.shape.as_list()

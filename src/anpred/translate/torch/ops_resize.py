@@ -8,6 +8,13 @@ coordinates on the spatial axes, and cubic where it is torch's ``bicubic`` (4-D,
 or linear variant gathers along each resized axis with source indices (and, for linear,
 weights) computed from the static shapes; the interpolation itself runs in torch
 (``index_select``, ``lerp``).
+
+The variants ``F.interpolate`` does not implement run as separable filter taps
+(:mod:`anpred.translate.resize_taps`; ``index_select``, a product and a sum per axis):
+cubic other than torch's bicubic, ``keep_aspect_ratio_policy``, ``tf_crop_and_resize``
+and antialias. ``F.interpolate(antialias=True)`` is not used: its filter is PIL's, which
+differs from ONNX's (up to 0.17 on ``test_resize_downsample_sizes_linear_antialias`` of
+ONNX's backend tests), and its bicubic antialias uses ``a = -0.5``.
 """
 
 from __future__ import annotations
@@ -19,6 +26,13 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
 from anpred.translate.registry import NodeCall, register
+from anpred.translate.resize_taps import (
+    axis_taps,
+    extrapolation_mask,
+    plan,
+    split_shape,
+    tap_layout,
+)
 from anpred.translate.upsample import as_resize
 
 _LIB = "torch"
@@ -41,8 +55,6 @@ def _plan(call: NodeCall, shape: tuple[int, ...]) -> tuple[list[int], list[float
     if scales_in is None and sizes_in is None:
         raise NotImplementedError("Resize needs static scales or sizes")
     axes = [int(a) % len(shape) for a in call.attr("axes", range(len(shape)))]
-    if call.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise NotImplementedError("Resize keep_aspect_ratio_policy other than stretch")
     sizes, scales = list(shape), [1.0] * len(shape)
     for i, axis in enumerate(axes):
         if sizes_in is not None:
@@ -132,27 +144,48 @@ def _torch_cubic(call: NodeCall) -> bool:
     return call.attr("cubic_coeff_a", -0.75) == -0.75 and not call.attr("exclude_outside", 0)
 
 
+def _by_taps(call: NodeCall, x: Tensor) -> Tensor:
+    """Resize as separable filter taps: ``index_select``, product and sum per resized axis."""
+    if call.opset < 11 or (_present(call.const(2)) is None and _present(call.const(3)) is None):
+        raise NotImplementedError("Resize needs static scales or sizes")
+    shape = tuple(x.shape)
+    geometry = plan(call, shape, call.const(1), call.const(2), call.const(3))
+    fill = float(call.attr("extrapolation_value", 0.0))
+    for axis in geometry.resized(shape):
+        taps = axis_taps(call, geometry, tuple(x.shape), axis)
+        index, weight = tap_layout(taps, x.ndim)
+        gathered = torch.index_select(x, axis, torch.from_numpy(index))
+        gathered = gathered.reshape(split_shape(tuple(x.shape), taps))
+        x = torch.sum(gathered * torch.from_numpy(weight).to(x.dtype), dim=axis + 1)
+        mask = extrapolation_mask(taps, x.ndim)
+        if mask is not None:
+            x = torch.where(torch.from_numpy(mask), torch.tensor(fill, dtype=x.dtype), x)
+    return x
+
+
 @register(_LIB, "Resize")
 def resize(call: NodeCall, x: Tensor, *rest: Tensor | None) -> Tensor:
-    """ONNX Resize from static scales or sizes: nearest, linear, and cubic where torch has it.
+    """ONNX Resize from static scales or sizes, every mode and coordinate transformation.
 
-    Cubic runs on 4-D inputs where it is torch's bicubic kernel (``half_pixel`` /
-    ``align_corners`` coordinates, ``cubic_coeff_a`` -0.75, no ``exclude_outside``).
+    Cubic runs ``F.interpolate`` on 4-D inputs where it is torch's bicubic kernel
+    (``half_pixel`` / ``align_corners`` coordinates, ``cubic_coeff_a`` -0.75, no
+    ``exclude_outside``), separable taps otherwise.
     """
     mode = call.attr("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic"):
         raise NotImplementedError(f"Resize mode {mode!r}")
-    if call.attr("antialias", 0):
-        raise NotImplementedError("Resize with antialias")
+    if (
+        call.attr("antialias", 0)
+        or call.attr("keep_aspect_ratio_policy", "stretch") != "stretch"
+        or call.attr("coordinate_transformation_mode") == "tf_crop_and_resize"
+    ):
+        return _by_taps(call, x)
     sizes, scales, given = _plan(call, tuple(x.shape))
     native = _interpolate(call, x, sizes, scales, given)
     if native is not None:
         return native
     if mode == "cubic":
-        raise NotImplementedError(
-            "Resize mode 'cubic' other than torch's bicubic (4-D, cubic_coeff_a -0.75, no "
-            "exclude_outside, half_pixel / pytorch_half_pixel / align_corners coordinates)"
-        )
+        return _by_taps(call, x)
     for axis, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
         if n_out != x.shape[axis] or scale != 1.0:
             x = _gather_axis(call, x, axis, n_out, scale)

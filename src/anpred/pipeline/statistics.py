@@ -1,0 +1,134 @@
+"""A run's per-anchor sufficient statistics: the streaming pass's records, on disk.
+
+:func:`~anpred.pipeline.evidence.collect` reads every capture once and returns small
+records (:class:`~anpred.pipeline.evidence.RunEvidence`). Everything the analysis does
+after that pass (judging, localization, characterization, baselines' verdicts) needs only
+those records, so a run whose captures were pruned (``--keep-captures needed``) is judged
+again from them, with the same numbers. What they cannot give: metrics the run did not
+compute, another alignment, or anything a changed metric implementation would measure
+differently; those need the captures (``--keep-captures all``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from anpred.analysis.oracle import AnchorEvidence, Deviation
+from anpred.errors import DamagedRunError
+from anpred.pipeline.evidence import RunEvidence
+from anpred.store import RunStore
+from anpred.store.pruning import read_statistics, statistics_path, write_statistics
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars to Python (exactly: ``item()``), containers recursively."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        return value.item()
+    return value
+
+
+def _evidence_record(e: AnchorEvidence) -> dict[str, Any]:
+    return {
+        "input": e.input_id,
+        "participants": e.participants,
+        "noise_floor": _plain(dict(e.noise_floor)),
+        "consensus_vs_fp64": _plain(dict(e.consensus_vs_fp64)),
+        "deviations": [
+            {
+                "participant": d.participant,
+                "metrics": _plain(dict(d.metrics)),
+                "vs_fp64": _plain(dict(d.vs_fp64)),
+                "non_finite": int(d.non_finite),
+            }
+            for d in e.deviations
+        ],
+    }
+
+
+def _evidence(anchor: str, record: Mapping[str, Any]) -> AnchorEvidence:
+    input_id = record["input"]
+    return AnchorEvidence(
+        anchor,
+        input_id,
+        tuple(
+            Deviation(
+                d["participant"], anchor, input_id, d["metrics"], d["vs_fp64"], d["non_finite"]
+            )
+            for d in record["deviations"]
+        ),
+        record["noise_floor"],
+        record["participants"],
+        record["consensus_vs_fp64"],
+    )
+
+
+def to_record(ev: RunEvidence) -> dict[str, Any]:
+    """The streaming pass's records as JSON-ready data (tuple keys become lists)."""
+    return {
+        "evidence": {a: [_evidence_record(e) for e in es] for a, es in ev.evidence.items()},
+        "baselines": _plain(ev.baselines),
+        "introduced": [[p, i, _plain(v)] for (p, i), v in ev.introduced.items()],
+        "dimension": [[p, a, i, _plain(v)] for (p, a, i), v in ev.dimension.items()],
+        "alignment": _plain(ev.alignment),
+        "unaligned": _plain(ev.unaligned),
+        "observer": _plain(ev.observer),
+    }
+
+
+def from_record(record: Mapping[str, Any]) -> RunEvidence:
+    """The inverse of :func:`to_record`."""
+    return RunEvidence(
+        evidence={a: [_evidence(a, e) for e in es] for a, es in record["evidence"].items()},
+        baselines=record["baselines"],
+        introduced={(p, i): v for p, i, v in record["introduced"]},
+        dimension={(p, a, i): v for p, a, i, v in record["dimension"]},
+        alignment=record["alignment"],
+        unaligned=record["unaligned"],
+        observer=record["observer"],
+    )
+
+
+def save(
+    store: RunStore,
+    ev: RunEvidence,
+    metrics: Sequence[str],
+    participants: Sequence[str],
+    input_ids: Sequence[str],
+) -> None:
+    """Write the run's statistics: the pass's records, the metrics it computed, and the
+    participants and inputs it covered.
+    """
+    write_statistics(
+        store,
+        {
+            "metrics": list(metrics),
+            "participants": list(participants),
+            "inputs": list(input_ids),
+            **to_record(ev),
+        },
+    )
+
+
+def load(store: RunStore) -> tuple[RunEvidence, tuple[str, ...], list[str], list[str]]:
+    """The run's statistics: records, metrics, participants and inputs covered.
+
+    Raises:
+        DamagedRunError: The file is unreadable.
+    """
+    record = read_statistics(store)
+    try:
+        return (
+            from_record(record),
+            tuple(record["metrics"]),
+            list(record["participants"]),
+            list(record["inputs"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise DamagedRunError(
+            statistics_path(store), f"not the statistics of a run ({err.__class__.__name__})"
+        ) from None

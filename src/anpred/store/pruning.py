@@ -1,0 +1,87 @@
+"""What ``--keep-captures needed`` leaves in a run directory: the prune record and the
+run's per-anchor statistics (the store's part that knows these two files).
+
+* ``statistics.json.gz``: everything the analysis gathered from the captures in its
+  streaming pass (per anchor and input: every participant's metrics against the consensus
+  and the fp64 reference, the noise floor, introduced errors, dimension records, baseline
+  statistics, observer and alignment records). Written by every analysis that read
+  captures; a run whose captures were pruned is judged again from it.
+* ``pruned.json``: which captures were pruned, what was kept and why, and the bytes freed.
+
+``docs/run-directory.md`` describes both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from anpred.errors import DamagedRunError
+from anpred.store.files import read_json, write_json
+from anpred.store.layout import RunStore
+
+_STATISTICS = "statistics.json.gz"
+_RECORD = "pruned.json"
+#: Version of the statistics file's layout (:mod:`anpred.pipeline.statistics` writes it).
+STATISTICS_VERSION = 1
+
+
+def statistics_path(store: RunStore) -> Path:
+    """The run's per-anchor statistics (gzipped JSON)."""
+    return store.root / _STATISTICS
+
+
+def write_statistics(store: RunStore, record: Mapping[str, Any]) -> None:
+    """Write the run's per-anchor statistics atomically.
+
+    JSON keeps every float exactly (shortest round-trip repr; NaN and infinities as
+    ``NaN``/``Infinity``); gzip level 1 (measured: float text compresses ~3x at level 1,
+    higher levels gain little).
+    """
+    path = statistics_path(store)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as out:
+        json.dump({"version": STATISTICS_VERSION, **record}, out, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def has_statistics(store: RunStore) -> bool:
+    """Whether the run's per-anchor statistics are written."""
+    return statistics_path(store).exists()
+
+
+def read_statistics(store: RunStore) -> dict[str, Any]:
+    """The run's per-anchor statistics.
+
+    Raises:
+        DamagedRunError: Unreadable, or of a newer layout.
+    """
+    path = statistics_path(store)
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as data:
+            record = json.load(data)
+    except (OSError, ValueError, EOFError) as err:
+        raise DamagedRunError(path, f"{err.__class__.__name__}: {str(err)[:120]}") from None
+    if not isinstance(record, dict) or record.get("version") != STATISTICS_VERSION:
+        raise DamagedRunError(path, f"not statistics of version {STATISTICS_VERSION}")
+    return record
+
+
+def has_prune_record(store: RunStore) -> bool:
+    """Whether captures of the run were pruned."""
+    return (store.root / _RECORD).exists()
+
+
+def read_prune_record(store: RunStore) -> dict[str, Any] | None:
+    """The prune record, or ``None`` when nothing was pruned."""
+    path = store.root / _RECORD
+    return read_json(path, dict) if path.exists() else None
+
+
+def write_prune_record(store: RunStore, record: Mapping[str, Any]) -> None:
+    """Write the prune record."""
+    write_json(store.root / _RECORD, dict(record))
