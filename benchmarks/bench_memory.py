@@ -153,6 +153,8 @@ def _source_run(args: argparse.Namespace, work: Path) -> Path:
             libs,
             "--images",
             "2",
+            "--keep-captures",  # every capture is reused by the synthetic runs
+            "all",
             "--out",
             str(out),
         ],

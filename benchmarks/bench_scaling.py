@@ -194,7 +194,9 @@ def measure_anpred(
     if code not in (0, 1):  # 1 = findings, a normal outcome
         tail = "\n".join(log.read_text().splitlines()[-15:])
         raise RuntimeError(f"anpred run exited with {code}:\n{tail}")
-    summary = json.loads((out / "summary.json").read_text())
+    from anpred.store import RunStore
+
+    summary = RunStore(out).read_summary()
     return Point(
         n,
         wall,
@@ -250,6 +252,7 @@ def warm(
         prepare_workload(model, 1, work / f"warm-{Path(model).stem}", _say)
         for granularity in granularities:
             folder = work / f"warm-{Path(model).stem}-{granularity}"
+            folder.mkdir(parents=True, exist_ok=True)
             export_model(RunOptions(model=model, granularity=granularity), folder, _say)
     for library in libraries:
         subprocess.run(

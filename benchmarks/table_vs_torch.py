@@ -13,6 +13,7 @@ import numpy as np
 
 from anpred.analysis.alignment import align
 from anpred.store import RunStore
+from anpred.store.files import PrunedCaptureError
 
 
 def rel_l2(x: np.ndarray, ref: np.ndarray) -> float:
@@ -29,14 +30,15 @@ def table(run_dir: Path) -> list[str]:
     rows = []
     for name in names:
         folder = store.participant(name)
-        worst, worst_anchor, out = 0.0, "-", 0.0
+        worst, worst_anchor, out, read = 0.0, "-", 0.0, 0
         for input_id in inputs:
-            try:
+            try:  # a capture pruned by --keep-captures needed is skipped: counted in "inputs"
                 capture = folder.load_capture(input_id)
-            except FileNotFoundError:
+                torch_capture = store.participant("torch").load_capture(input_id)
+            except (FileNotFoundError, PrunedCaptureError):
                 continue
+            read += 1
             meta = folder.read_capture_meta(input_id)
-            torch_capture = store.participant("torch").load_capture(input_id)
             for anchor in anchors:
                 ref = torch_capture[anchor].astype(np.float64)
                 x = align(capture[anchor], ref.shape, meta["layouts"].get(anchor)).values
@@ -46,9 +48,7 @@ def table(run_dir: Path) -> list[str]:
                 elif d > worst:
                     worst, worst_anchor = d, anchor
         model = store.read_settings()["model"]
-        rows.append(
-            f"| {model} | {name} | {len(inputs)} | {out:.2e} | {worst:.2e} ({worst_anchor}) |"
-        )
+        rows.append(f"| {model} | {name} | {read} | {out:.2e} | {worst:.2e} ({worst_anchor}) |")
     return rows
 
 

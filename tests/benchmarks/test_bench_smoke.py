@@ -60,6 +60,24 @@ def test_synthetic_run_reuses_captures_under_new_ids(tmp_path) -> None:
     assert 5 * (400 + 800) < counted < 5 * (400 + 800 + 2 * 200)
 
 
+def test_run_phases_follow_the_fp64_reference_alone_or_with_the_others() -> None:
+    import bench_run
+
+    start = [(1.0, "2 inputs, 3 anchors"), (1.1, "  [torch[fp64]] started")]
+    end = [(9.0, "analyse: align, consensus"), (9.5, "  analyse input 1/1: x")]
+    alone = [*start, (4.0, "  [torch[fp64]] ok"), (4.1, "  [torch] started"), *end]
+    phases = bench_run._phases(alone, 9.8, 10.0)
+    assert [name for name, _ in phases] == [
+        "start, export (cached), inputs", "fp64 reference worker (alone)",
+        "participant workers", "analysis", "report, summary print, exit",
+    ]  # fmt: skip
+    assert [s for _, s in phases] == pytest.approx([1.0, 3.0, 5.0, 0.8, 0.2])
+    overlapped = [*start, (1.2, "  [torch] started"), (4.0, "  [torch[fp64]] ok"), *end]
+    phases = dict(bench_run._phases(overlapped, 9.8, 10.0))
+    assert phases["participant workers (fp64 reference with them)"] == pytest.approx(8.0)
+    assert "fp64 reference worker (alone)" not in phases
+
+
 def test_markdown_table_right_aligns_numeric_columns() -> None:
     table = markdown_table(["library", "ms", "ratio"], [["torch", "1.5", "1.02"],
                                                         ["jax", "20", "0.98"]])
@@ -133,6 +151,8 @@ def test_bench_run_quick(tmp_path) -> None:
     result = json.loads((tmp_path / "r.json").read_text())
     assert [b["library"] for b in result["bare"]] == ["torch", "onnxruntime"]
     assert result["ratio"] > 0 and f"{result['ratio']:.2f}" in out
+    assert result["anpred_cpu_s"] > 0 and result["bare_cpu_s"] > 0  # every child was counted
+    assert all(b["cpu_s"] > 0 for b in result["bare"])
     assert {w["status"] for w in result["workers"].values()} == {"ok"}
     assert (tmp_path / "work" / "run" / "summary.json").exists()
 

@@ -149,3 +149,23 @@ def test_an_overlapping_reference_isolates_every_input_as_a_reference_run_first(
     for input_id, arrays in isolated["overlap"].items():
         for key, value in arrays.items():
             np.testing.assert_array_equal(value, isolated["first"][input_id][key])
+
+
+@pytest.mark.slow
+def test_a_crashed_reference_stops_the_waiting_workers_and_the_run_ends(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    model = _tiny_onnx(tmp_path / "tiny.onnx")
+    out = tmp_path / "run"
+    run_failing = HERE.parent / "pipeline" / "run_failing.py"
+    args = [str(model), "--libs", "torch,onnxruntime", "--images", "2", "--out", str(out)]
+    proc = subprocess.run([sys.executable, str(run_failing), "torch[fp64]:crash", *args],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-2000:]  # a participant failed: the reference
+    captures = out / "captures"
+    assert json.loads((captures / "torch_fp64" / "status.json").read_text())["state"] == "crash"
+    ort = json.loads((captures / "onnxruntime" / "status.json").read_text())
+    assert ort["state"] == "ok" and ort["timings"]["reference_wait"] < 300  # not to a timeout
+    assert not list((captures / "onnxruntime").glob("*.isolated.npz"))  # nothing to isolate

@@ -288,7 +288,8 @@ def evaluate(
     its captures in both modes (fault runs link them, and a resumed grid adds faults).
 
     With a distributed ``executor`` (Ray), up to ``parallel`` fault runs are in flight at
-    once (each one worker job; the cluster schedules them); locally they run one by one.
+    once (each one worker job, then its analysis, both Ray tasks the cluster schedules);
+    locally they run one by one.
     """
     results = []
     folders = EvalStore(out)

@@ -110,10 +110,12 @@ def worker_overlay(threads: int, extra: Mapping[str, str] | None = None) -> dict
 
     The compilation cache: a jax worker compiles three programs (anchored, plain, stage
     isolation) with XLA, again in every run of the same model (``anpred eval`` runs it
-    once per fault); from the cache the same executables load instead. Measured (yolov8n,
-    3 inputs, anchored + plain): 9.0 CPU seconds per worker compiling, 3.2 from the cache.
-    A cached executable is the one the compilation made (keyed by the program, the compile
-    options and the jax version), so the numbers do not change.
+    once per fault); from the cache the same executables load instead. Measured: a jax
+    worker (yolov8n, 3 inputs, anchored + plain) took 9.0 CPU seconds, 3.2 with its
+    programs from the cache. A cached executable is the one the compilation made (keyed by
+    the program, the compile options and the jax version), so the numbers do not change
+    (tests/execution/test_executor.py). On a Ray node the path may not exist: jax creates
+    it, or warns and compiles.
     """
     env = {
         key: str(threads)

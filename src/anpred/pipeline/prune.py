@@ -116,7 +116,7 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, A
                     pruned.setdefault(folder.folder.name, {}).setdefault(kind, []).append(input_id)
     after = _bytes(own)
     earlier = read_prune_record(store)
-    if not pruned and earlier is None:  # e.g. one input, or every input has findings
+    if not pruned and earlier is None:  # e.g. a run of one input: nothing to prune
         return None
     before = max(before, _int(earlier.get("bytes_before")) if earlier else 0)
     record = {
