@@ -11,7 +11,7 @@ from anpred.analysis import (
     method_names,
     polygraphy_allclose,
 )
-from anpred.analysis.baselines import dynamo_multiplier
+from anpred.analysis.baselines import _median, dynamo_multiplier
 from anpred.analysis.methods import register_method
 
 
@@ -150,3 +150,18 @@ def test_duplicate_method_registration_is_an_error():
     with pytest.raises(KeyError, match="no method"):
         get_method("nope")
     assert math.isfinite(len(method_names()))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 7, 10, 1001, 4096])
+def test_median_is_bitwise_numpys(size: int) -> None:
+    rng = np.random.default_rng(size)
+    for _ in range(20):
+        # absolute differences: ties (many zeros), spread over decades, odd and even sizes
+        values = np.abs(rng.standard_normal(size) * rng.choice([0.0, 1e-9, 1.0, 1e30], size))
+        assert _median(values) == float(np.median(values))
+        assert _median(values.reshape(1, -1)) == float(np.median(values))
+    values = np.abs(rng.standard_normal(size))
+    values[-1] = np.inf
+    assert _median(values) == float(np.median(values))
+    values[0] = np.nan
+    assert math.isnan(_median(values))
