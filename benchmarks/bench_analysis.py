@@ -8,6 +8,8 @@ Generating the captures is not timed. Alignment (a float32 NHWC capture to NCHW 
 is timed separately. ``--generic`` times the same data through the generic per-metric
 path as well (each metric on its own through the registry, as before the one-pass kernel
 of :mod:`anpred.analysis.onepass`) and prints the ratio of the two, measured in one run.
+The capture reader (CRC-checked ``np.load`` vs the direct read of stored members) and the
+Polygraphy baseline (``np.median`` vs one selection) are timed old vs new, interleaved.
 Run::
 
     python benchmarks/bench_analysis.py [--inputs 3] [--generic]
@@ -25,13 +27,22 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from anpred.analysis import align, assess, judge_anchor, onepass, oracle  # noqa: E402
+from anpred.analysis import (  # noqa: E402
+    align,
+    assess,
+    baselines,
+    judge_anchor,
+    onepass,
+    oracle,
+    polygraphy_allclose,
+)
 from anpred.analysis.metrics import (  # noqa: E402
     channel_moment_difference,
     channel_moments,
     get_metric,
     metric_names,
 )
+from anpred.store.files import CaptureFile, load_npz, read_array, write_arrays  # noqa: E402
 
 ANCHOR_SHAPES = {
     "model.0": (1, 16, 320, 320),
@@ -110,6 +121,40 @@ def time_phases() -> dict[str, float]:
     return steps
 
 
+def time_side_paths(rounds: int = 3) -> dict[str, tuple[float, float]]:
+    """CPU seconds (old, new) of the reader and the Polygraphy baseline, interleaved.
+
+    Old: the CRC-checking ``np.load`` read and ``np.median``; new: the direct read of
+    stored members and the one-selection median. Both on every anchor's float32 captures
+    (six participants, one input), written to a temporary ``.npz`` once.
+    """
+    import tempfile
+    from pathlib import Path
+
+    arrays = {a: synthetic_captures(s, seed=0) for a, s in ANCHOR_SHAPES.items()}
+    narrow = {a: {p: x.astype(np.float32) for p, x in c.items()} for a, (c, _) in arrays.items()}
+    times = {"read captures": [0.0, 0.0], "polygraphy_allclose": [0.0, 0.0]}
+    new_median = baselines._median
+    with tempfile.TemporaryDirectory() as folder:
+        npz, meta = Path(folder) / "c.npz", Path(folder) / "c.json"
+        write_arrays(npz, {f"{a}-{p}": x for a, c in narrow.items() for p, x in c.items()})
+        meta.write_text("{}")
+        for _ in range(rounds):
+            for k in (0, 1):
+                with CaptureFile(npz, meta) as capture, load_npz(npz) as opened:
+                    start = time.process_time()
+                    for key in capture.keys():
+                        _ = read_array(opened, key, npz) if k == 0 else capture[key]
+                    times["read captures"][k] += time.process_time() - start
+                baselines._median = (lambda v: float(np.median(v))) if k == 0 else new_median
+                start = time.process_time()
+                for captures, fp64 in arrays.values():
+                    polygraphy_allclose(captures, captures["torch"], fp64)
+                times["polygraphy_allclose"][k] += time.process_time() - start
+        baselines._median = new_median
+    return {step: (old, new) for step, (old, new) in times.items()}
+
+
 def main() -> None:
     """Run the benchmark and print the throughput."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,6 +191,10 @@ def main() -> None:
     print("generic path: one metric on one pair, all anchors, one input:")
     for name, seconds in per_metric.items():
         print(f"  {name:16s} {seconds * 1e3:7.1f} ms")
+
+    print("reader and baseline, all anchors, one input, old vs new interleaved (CPU ms):")
+    for step, (old, new) in time_side_paths().items():
+        print(f"  {step:22s} old {old * 1e3:7.1f}  new {new * 1e3:7.1f}  ({old / new:.2f}x)")
 
     capture, _ = synthetic_captures(ANCHOR_SHAPES["model.0"], seed=0)
     nhwc = capture["tensorflow"].astype(np.float32).transpose(0, 2, 3, 1)

@@ -97,6 +97,47 @@ def read_array(data: Any, key: str, path: Path) -> np.ndarray:
         raise DamagedRunError(path, _reason(err)) from None
 
 
+_LOCAL_HEADER = b"PK\x03\x04"
+_LOCAL_HEADER_SIZE = 30  # fixed part of a zip local file header
+
+
+def read_stored_array(data: Any, key: str, path: Path) -> np.ndarray:
+    """Read one array of an opened ``.npz`` straight from the file, without the zip CRC.
+
+    :func:`write_arrays` stores members uncompressed, so an array is its ``.npy`` bytes at
+    an offset in the file: this reads them with ``np.fromfile``, skipping zipfile's CRC-32
+    over every byte and its chunked copies (measured on six 6.5 MB float32 arrays: 13 ms ->
+    6 ms CPU). Truncation is still refused: a cut file has no zip directory, so
+    :func:`load_npz` fails, and an array that is shorter than its ``.npy`` header says, or
+    does not end where its zip member ends, is refused. A flipped bit inside an array is
+    not detected here; :func:`read_array` (used by
+    :func:`anpred.store.damage.find_damage`) still checks the CRC. Compressed members take
+    :func:`read_array`.
+
+    Raises:
+        DamagedRunError: The array is missing, cut short, or holds Python objects.
+    """
+    try:
+        info = data.zip.getinfo(f"{key}.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            return read_array(data, key, path)
+        with open(path, "rb") as file:
+            file.seek(info.header_offset)
+            header = file.read(_LOCAL_HEADER_SIZE)
+            if len(header) != _LOCAL_HEADER_SIZE or not header.startswith(_LOCAL_HEADER):
+                raise zipfile.BadZipFile(f"no local header for {key!r}")
+            name_size = int.from_bytes(header[26:28], "little")
+            extra_size = int.from_bytes(header[28:30], "little")
+            start = info.header_offset + _LOCAL_HEADER_SIZE + name_size + extra_size
+            file.seek(start)
+            array = np.lib.format.read_array(file, allow_pickle=False)
+            if file.tell() != start + info.file_size:  # it ran into the next member
+                raise ValueError(f"array {key!r} does not fill its zip member exactly")
+            return array
+    except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DamagedRunError(path, _reason(err)) from None
+
+
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write arrays as an ``.npz`` atomically.
 
@@ -140,7 +181,7 @@ class CaptureFile:
                 f"{self.path.name}: array {key!r} was pruned after the run was judged "
                 "(--keep-captures needed); re-run with --keep-captures all to keep it"
             )
-        return read_array(self._data, key, self.path)
+        return read_stored_array(self._data, key, self.path)
 
     def keys(self) -> list[str]:
         """Keys of the stored arrays (pruned ones excluded)."""

@@ -1,0 +1,72 @@
+"""The capture reader: arrays read past the zip CRC are np.load's, and damage is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anpred.errors import DamagedRunError
+from anpred.store.files import CaptureFile, load_npz, read_array, write_arrays
+
+
+def _capture(tmp_path: Path, arrays: dict[str, np.ndarray]) -> tuple[Path, Path]:
+    npz, meta = tmp_path / "x.capture.npz", tmp_path / "x.capture.json"
+    write_arrays(npz, arrays)
+    meta.write_text(json.dumps({"layouts": {}}))
+    return npz, meta
+
+
+def test_reader_returns_what_np_load_returns(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    arrays = {
+        "model.0": rng.standard_normal((1, 16, 20, 20)).astype(np.float32),
+        "model/1.conv": rng.standard_normal((3, 5)),  # a '/' in the key, float64
+        "fortran": np.asfortranarray(rng.standard_normal((4, 6)).astype(np.float32)),
+        "ints": np.arange(7, dtype=np.int64),
+        "scalar": np.array(2.5, dtype=np.float16),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+    }
+    npz, meta = _capture(tmp_path, arrays)
+    with CaptureFile(npz, meta) as capture, np.load(npz) as expected:
+        for key in arrays:
+            got = capture[key]
+            assert got.dtype == expected[key].dtype and got.shape == expected[key].shape
+            assert np.array_equal(got, expected[key])
+            assert got.flags.writeable
+        with pytest.raises(DamagedRunError, match="KeyError"):
+            capture["missing"]
+
+
+def test_compressed_members_are_read_too(tmp_path: Path) -> None:
+    npz, meta = tmp_path / "x.capture.npz", tmp_path / "x.capture.json"
+    np.savez_compressed(npz, a=np.arange(5.0))
+    meta.write_text("{}")
+    with CaptureFile(npz, meta) as capture:
+        assert np.array_equal(capture["a"], np.arange(5.0))
+
+
+@pytest.mark.parametrize("keep", [0.25, 0.5, 0.9, 0.999])
+def test_a_cut_capture_is_refused(tmp_path: Path, keep: float) -> None:
+    npz, meta = _capture(tmp_path, {"a": np.ones((64, 64), np.float32), "b": np.zeros(9)})
+    data = npz.read_bytes()
+    npz.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(DamagedRunError):
+        with CaptureFile(npz, meta) as capture:
+            capture["a"]
+
+
+def test_a_member_cut_short_is_refused(tmp_path: Path) -> None:
+    # an array whose .npy header promises more bytes than the member holds: reading on
+    # would run into the next member ("b"), which the file has enough bytes for
+    npz, meta = _capture(tmp_path, {"a": np.ones(1000, np.float32), "b": np.ones(9000)})
+    data = npz.read_bytes()
+    header = b"'shape': (1000,)"
+    assert data.count(header) == 1
+    npz.write_bytes(data.replace(header, b"'shape': (9000,)"))
+    with CaptureFile(npz, meta) as capture, pytest.raises(DamagedRunError):
+        capture["a"]
+    with load_npz(npz) as opened, pytest.raises(DamagedRunError):  # the CRC path as well
+        read_array(opened, "a", npz)
