@@ -120,6 +120,12 @@ def test_tokens_and_mask_from_npz_run_packed(tmp_path) -> None:
     s = summary(out)
     assert set(_statuses(s).values()) == {"ok"}, s["participants"]
     assert [i["id"] for i in s["inputs"]] == ["input0", "input1", "input2"]
+    # the summary and the terminal name the model's own inputs, not the packed vector
+    assert s["model"]["inputs"] == [
+        {"name": "ids", "dtype": "int64", "shape": [1, 12]},
+        {"name": "mask", "dtype": "float32", "shape": [1, 12]},
+    ]
+    assert "inputs ids int64 1x12, mask float32 1x12" in proc.stdout
     store = RunStore(out)
     packing = store.read_packing()
     assert [(t["name"], t["dtype"], t["shape"], t["offset"]) for t in packing["tensors"]] == [

@@ -357,6 +357,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
             weights=weights_label(options),
             input_shape=tuple(export["input_shape"]),
             opset=export["opset"],
+            inputs=_packed_inputs(store),
         ),
         options=_clean(options),
         inputs=tuple(InputRecord(i, sources.get(i, "")) for i in input_ids),
@@ -403,6 +404,20 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
         unaligned=_clean(ev.unaligned),
         machine=store.read_machine(),
         drill=load_drill(run_dir),
+    )
+
+
+def _packed_inputs(store: RunStore) -> tuple[dict[str, Any], ...]:
+    """The model's own inputs (name, dtype, shape) when several are packed, else ()."""
+    if not store.has_packing():
+        return ()
+    return tuple(
+        {
+            "name": str(t["name"]),
+            "dtype": str(t.get("dtype", "float32")),
+            "shape": [int(d) for d in t["shape"]],
+        }
+        for t in store.read_packing()["tensors"]
     )
 
 

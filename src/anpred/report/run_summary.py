@@ -51,6 +51,18 @@ def as_text(value: Any, default: str = "") -> str:
     return default if value is None else str(value)
 
 
+def input_list(model: Any) -> str:
+    """``ids int64 1x12, mask float32 1x12`` for a model whose several inputs are packed;
+    empty for a model with one input (the summary's ``model.inputs``).
+    """
+    parts = []
+    for item in as_list(as_dict(model).get("inputs")):
+        item = as_dict(item)
+        shape = "x".join(str(d) for d in as_list(item.get("shape")))
+        parts.append(f"{as_text(item.get('name'))} {as_text(item.get('dtype'))} {shape}".strip())
+    return ", ".join(parts)
+
+
 def short_baseline_name(name: str) -> str:
     """Short column title of a baseline (``polygraphy_allclose`` → ``allclose``)."""
     return BASELINE_SHORT_NAMES.get(name, name)

@@ -28,6 +28,7 @@ from anpred.report.run_summary import (
     as_dict,
     as_float,
     as_list,
+    input_list,
     noise_rule_line,
     short_baseline_name,
 )
@@ -111,6 +112,7 @@ def verdict_section(view: RunSummary) -> Markup:
         ("model", view.model_name),
         ("weights", model.get("weights")),
         ("input shape", "x".join(str(d) for d in shape) if isinstance(shape, list) else None),
+        ("model inputs", input_list(model) or None),
         ("opset", model.get("opset")),
         ("anchors", f"{len(view.anchors)} ({model.get('granularity') or '?'} granularity)"),
         ("inputs", f"{len(inputs)}: {input_text}" if inputs else None),

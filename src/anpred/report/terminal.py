@@ -20,6 +20,7 @@ from anpred.report.drill import terminal_lines
 from anpred.report.run_summary import (
     ParticipantRecord,
     RunSummary,
+    input_list,
     noise_rule_line,
     short_baseline_name,
 )
@@ -80,7 +81,10 @@ def _header(view: RunSummary) -> list[tuple[str, str]]:
     if view.anchors:
         details.append(f"{len(view.anchors)} anchors")
     shape = model.get("input_shape")
-    if isinstance(shape, list) and shape:
+    packed = input_list(model)
+    if packed:
+        details.append(f"inputs {packed}")
+    elif isinstance(shape, list) and shape:
         details.append("input " + "x".join(str(d) for d in shape))
     if model.get("opset") is not None:
         details.append(f"opset {model['opset']}")

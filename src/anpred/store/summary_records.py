@@ -18,16 +18,22 @@ class ModelInfo:
     weights: str
     input_shape: tuple[int, ...]
     opset: int
+    #: The model's own inputs when several are packed into the one graph input
+    #: (``{"name", "dtype", "shape"}`` each); empty for a model with one input.
+    inputs: tuple[Json, ...] = ()
 
     def to_dict(self) -> Json:
-        """JSON form."""
-        return {
+        """JSON form (``inputs`` only when the model's inputs are packed)."""
+        data: Json = {
             "name": self.name,
             "granularity": self.granularity,
             "weights": self.weights,
             "input_shape": list(self.input_shape),
             "opset": self.opset,
         }
+        if self.inputs:
+            data["inputs"] = [dict(i) for i in self.inputs]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> ModelInfo:
@@ -39,6 +45,7 @@ class ModelInfo:
             f.need("weights", str),
             tuple(f.need("input_shape", list)),
             f.need("opset", int),
+            tuple(f.get("inputs", [], list)),
         )
 
 
