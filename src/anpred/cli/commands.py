@@ -131,6 +131,8 @@ def max_memory(text: str | None) -> int | None | Literal["default"]:
 
 def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
     """How ``run`` executes, from the execution flags ``add_run_flags`` defines."""
+    from anpred.pipeline.calibration_cache import calibration_mode
+
     return {
         "threads": args.threads,
         "parallel": args.parallel,
@@ -138,24 +140,9 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
         "export_timeout": args.export_timeout,
         "max_memory": max_memory(args.max_memory),
         "drill": not args.no_drill,
-        "calibration": _calibration_mode(args.calibration),
+        "calibration": calibration_mode(args.calibration),
         "keep_captures": args.keep_captures,
     }
-
-
-def _calibration_mode(text: str) -> str:
-    """``--calibration``: ``auto``, ``off`` or an existing file (resolved).
-
-    Raises:
-        UsageError: Neither a mode nor a file.
-    """
-    from anpred.pipeline.calibration_cache import MODES
-
-    if text in MODES:
-        return text
-    if not Path(text).is_file():
-        raise UsageError(f"--calibration takes auto, off or a calibration file, got {text!r}")
-    return str(Path(text).resolve())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
