@@ -127,7 +127,7 @@ def main() -> int:
         grid = {"models": [str(tiny_cnn(root / "tiny.onnx"))], **GRID}
         if args.quick:
             grid["faults"] = QUICK_FAULTS
-        grid_file = root / "grid.json"
+        grid_file = root / "campaign.json"
         grid_file.write_text(json.dumps(grid))
         for index, (name, run) in enumerate(setups.items()):
             results[name] = run(grid_file, root / f"out{index}")
