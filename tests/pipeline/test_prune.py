@@ -140,6 +140,10 @@ def test_findings_identical_in_needed_and_all_mode(tiny_onnx, tmp_path) -> None:
         assert proc.returncode == 1, proc.stderr[-3000:]  # findings
     needed, full = summary(runs["needed"]), summary(runs["all"])
     assert needed["findings"] and _judged(needed) == _judged(full)
+    # the faulty onnxruntime's rewritten graph goes with the captures, kept in "all" mode
+    assert list((runs["all"] / "captures").glob("*/model/*.onnx"))
+    assert not list((runs["needed"] / "captures").glob("*/model"))
+    assert json.loads((runs["needed"] / "pruned.json").read_text())["graph_bytes_removed"] > 0
     assert needed["drill"]["targets"] == full["drill"]["targets"]
     # inputs with findings keep the anchors with findings, for every participant
     kept = json.loads((runs["needed"] / "pruned.json").read_text())["kept_anchors"]
