@@ -142,6 +142,14 @@ def test_tokens_and_mask_from_npz_run_packed(tmp_path) -> None:
     expected = ort.InferenceSession(model).run(None, {"ids": ids[1:2], "mask": mask[1:2]})[0]
     got = store.participant("onnxruntime").load_capture("input1")
     assert np.array_equal(got["output"], expected)
+    resumed = anpred(
+        "run", model, "--libs", "onnxruntime,jax", "--input-shape", "ids=1x12",
+        "--input-shape", "mask=1x12", "--inputs", str(tmp_path / "in.npz"), "--keep-captures",
+        "all", "--out", str(out),
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "already done (resumed)" in resumed.stderr
+    assert "inputs: ids int64 1x12, mask float32 1x12 packed" in resumed.stderr
 
 
 def test_image_and_scale_seeded_and_fault_localized(tmp_path) -> None:

@@ -176,7 +176,8 @@ def export_model(
         JobFailedError: The export crashed, failed or timed out.
     """
     store = RunStore(run_dir)
-    if store.has_export():
+    if store.has_export():  # a resumed run: its export, and the inputs line again
+        _say_packing(store, say)
         return AnchoredExport.from_dict(store.read_export())
     request: dict[str, Any] = {"anchors": list(options.anchors)}
     if is_onnx_path(options.model):
@@ -214,11 +215,16 @@ def export_model(
 
             write_json(memo, export.to_dict())
     store.write_export(export.to_dict())
+    _say_packing(store, say)
+    return export
+
+
+def _say_packing(store: RunStore, say: Say) -> None:
+    """Print how a model's several inputs are packed (nothing for a model with one input)."""
     if store.has_packing():
         from anpred.inputs.several import describe_packing
 
         say(f"inputs: {describe_packing(store.read_packing())}")
-    return export
 
 
 def export_memo(request: Mapping[str, Any]) -> Path | None:
