@@ -26,6 +26,7 @@ other work loads, wall time stretches with the load while CPU seconds stay close
 work done, so their ratio is the number to compare between runs. Run::
 
     python benchmarks/bench_run.py            # full: yolov8n, all libraries, 8 images
+    python benchmarks/bench_run.py --again --without-isolation  # + warm caches, + no isolation
     python benchmarks/bench_run.py --quick    # CI smoke: torch,onnxruntime, 2 images
 """
 
@@ -204,6 +205,11 @@ def main() -> int:
         action="store_true",
         help="also time a second anpred run of the same model (caches warm: compilations)",
     )
+    parser.add_argument(
+        "--without-isolation",
+        action="store_true",
+        help="also time anpred run --no-isolation (what stage isolation costs)",
+    )
     parser.add_argument("--bare", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
@@ -281,6 +287,15 @@ def main() -> int:
         cpu = children_cpu()
         _, again_wall, _ = _timed_run(command, {**os.environ}, work / "anpred-run-again.log")
         again = {"wall_s": again_wall, "cpu_s": children_cpu() - cpu}
+    plain: dict[str, float] = {}
+    if args.without_isolation:
+        command[command.index("--out") + 1] = str(work / "run-no-isolation")
+        say("without stage isolation: " + " ".join(["anpred", *command[3:], "--no-isolation"]))
+        cpu = children_cpu()
+        _, plain_wall, _ = _timed_run(
+            [*command, "--no-isolation"], {**os.environ}, work / "anpred-run-no-isolation.log"
+        )
+        plain = {"wall_s": plain_wall, "cpu_s": children_cpu() - cpu}
     from anpred.store import RunStore
 
     store = RunStore(out)
@@ -324,6 +339,12 @@ def main() -> int:
             f"A second anpred run of the same model (caches warm): {again['wall_s']:.1f} s wall "
             f"({again['wall_s'] / bare_total:.2f}×), {again['cpu_s']:.1f} CPU s "
             f"({again['cpu_s'] / bare_cpu:.2f}×).\n"
+        )
+    if plain:
+        print(
+            f"The same run with --no-isolation (no second inference per stage): "
+            f"{plain['wall_s']:.1f} s wall ({plain['wall_s'] / bare_total:.2f}×), "
+            f"{plain['cpu_s']:.1f} CPU s ({plain['cpu_s'] / bare_cpu:.2f}×).\n"
         )
     print("### Bare side per library (process wall time from outside)\n")
     print(
@@ -414,6 +435,7 @@ def main() -> int:
                     "cpu_ratio": cpu_ratio,
                     "load_before": load_before,
                     "again": again,
+                    "without_isolation": plain,
                     "phases": dict(phases),
                     "workers": workers,
                 },

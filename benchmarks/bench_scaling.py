@@ -25,6 +25,8 @@ fitted slopes, the sizes, libraries and the machine's load average written on it
         # 1,8,32,128 inputs, stage and layer anchors, and yolov8s at stage anchors
     python benchmarks/bench_scaling.py --libs torch,onnxruntime,openvino --sizes 1,8,32 \
         --no-layer --no-large                           # reduced, for a loaded machine
+    python benchmarks/bench_scaling.py --other-sizes 1,8,32   # the full 4 sizes for yolov8n
+        # stage anchors, 1-32 for its layer anchors and yolov8s (about an hour on 2 cores)
     python benchmarks/bench_scaling.py --quick          # CI smoke: torch,onnxruntime, 1,2
 """
 
@@ -333,6 +335,10 @@ def main() -> int:
     parser.add_argument("--no-large", action="store_true", help="skip the larger model")
     parser.add_argument("--libs", help="anpred --libs (default all; quick torch,onnxruntime)")
     parser.add_argument("--sizes", help="comma-separated input counts (default 1,8,32,128)")
+    parser.add_argument(
+        "--other-sizes",
+        help="input counts of layer granularity and the larger model (default: --sizes)",
+    )
     parser.add_argument("--quick", action="store_true", help="torch,onnxruntime; sizes 1,2")
     parser.add_argument("--keep-captures", default="needed", choices=("needed", "all"))
     parser.add_argument("--threads", type=int, default=1, help="threads per process")
@@ -351,6 +357,7 @@ def main() -> int:
     libs = args.libs or ("torch,onnxruntime" if args.quick else "all")
     default = "1,2" if args.quick else ",".join(map(str, FULL_SIZES))
     sizes = [int(s) for s in (args.sizes or default).split(",")]
+    other_sizes = [int(s) for s in args.other_sizes.split(",")] if args.other_sizes else sizes
     libraries = list(dict.fromkeys(["torch", *(p.library for p in parse_participants(libs))]))
     work = args.work or Path(tempfile.mkdtemp(prefix="anpred-bench-scaling-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -371,7 +378,7 @@ def main() -> int:
         curve = curves.setdefault(
             (model, granularity, False), Curve(f"anpred {name} {granularity}", model, granularity)
         )
-        for n in sizes:
+        for n in sizes if (model, granularity) == configs[0] else other_sizes:
             out = work / f"run-{name}-{granularity}-{n}"
             _say(f"anpred run {name} {granularity} anchors, {n} inputs")
             curve.points.append(measure_anpred(model, granularity, n, libs, args, out))
@@ -385,12 +392,13 @@ def main() -> int:
     results = {
         "libs": libs,
         "sizes": sizes,
+        "other_sizes": other_sizes,
         "keep_captures": args.keep_captures,
         "parallel": args.parallel,
         "measured": time.strftime("%Y-%m-%d %H:%M"),
         "cpus": os.cpu_count(),
         "machine": machine_note(),
-        "full": libs == "all" and sizes == FULL_SIZES and len(configs) == 3,
+        "full": libs == "all" and sizes == other_sizes == FULL_SIZES and len(configs) == 3,
         "curves": [{**asdict(c), "slopes": slopes(c)} for c in ordered],
     }
     if args.json:
@@ -416,6 +424,9 @@ def report(results: dict[str, Any], plot_path: Path) -> None:
     """Print the tables of ``results`` (what ``--json`` writes) and draw the plot."""
     curves = _curves(results)
     sizes = ",".join(map(str, results["sizes"]))
+    other = results.get("other_sizes", results["sizes"])
+    if other != results["sizes"]:
+        sizes += f" (layer and larger model: {','.join(map(str, other))})"
     print(
         f"## Scaling -- libs {results['libs']}, sizes {sizes}, "
         f"--keep-captures {results['keep_captures']}, --parallel {results['parallel']}\n"
