@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 #: Keyword options of :func:`run` that go to the pipeline rather than into the run settings.
-_EXECUTION = ("threads", "parallel", "timeout")
+_EXECUTION = ("threads", "parallel", "timeout", "keep_captures", "chunk")
 
 #: Keyword arguments of :func:`run` besides the run settings (named in its error message).
 _KEYWORDS = (*_EXECUTION, "progress", "drill", "calibration")
@@ -153,7 +153,9 @@ def run(
         **options: Run settings, as the CLI flags: ``granularity``, ``anchors``,
             ``weights``, ``seed``, ``synthetic``, ``isolation``, ``input_size``; and
             execution settings: ``threads`` (per worker), ``parallel`` (workers at once),
-            ``timeout`` (seconds per worker).
+            ``timeout`` (seconds per worker), ``keep_captures`` (``"needed"``, the
+            default, or ``"all"``, as ``--keep-captures``) and ``chunk`` (inputs per
+            chunk, as ``--chunk``; 0: in one go).
 
     Returns:
         The run, with its ``exit_code`` (0 no findings, 1 findings, 3 a participant failed).

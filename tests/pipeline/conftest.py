@@ -29,5 +29,18 @@ def anpred(
     )
 
 
+RUN_FAILING = Path(__file__).parent / "run_failing.py"
+
+
+def failing(symptom: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``anpred run ARGS`` with ``symptom`` (``PARTICIPANT:crash|hang|error|nan[:ONCE_FILE]``)."""
+    return subprocess.run(
+        [sys.executable, str(RUN_FAILING), symptom, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())

@@ -10,25 +10,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import anpred, summary
+from conftest import RUN_FAILING, anpred, failing, summary
 
 LIBS = "torch,onnxruntime,jax"
-RUN_FAILING = Path(__file__).parent / "run_failing.py"
-
-
-def failing(symptom: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``anpred run ARGS`` with ``symptom`` (``PARTICIPANT:crash|hang|error|nan[:ONCE_FILE]``)."""
-    return subprocess.run(
-        [sys.executable, str(RUN_FAILING), symptom, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_run_user_onnx_end_to_end(tiny_onnx, tmp_path) -> None:
@@ -162,8 +150,18 @@ def test_a_worker_over_the_memory_budget_is_a_recorded_crash(tiny_onnx, tmp_path
     recorded; the others' results are kept. 3 GB: on this model the torch workers peak at
     about 0.9 GB of VmRSS, onnxruntime's at 0.09 GB (measured); the hog goes to 6 GB."""
     out = tmp_path / "hog"
-    proc = failing("onnxruntime:hog", str(tiny_onnx), "--libs", "torch,onnxruntime",
-                   "--images", "1", "--max-memory", "3G", "--out", str(out))
+    proc = failing(
+        "onnxruntime:hog",
+        str(tiny_onnx),
+        "--libs",
+        "torch,onnxruntime",
+        "--images",
+        "1",
+        "--max-memory",
+        "3G",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 3, proc.stderr[-2000:]
     by_name = {p["participant"]: p for p in summary(out)["participants"]}
     assert by_name["onnxruntime"]["status"] == "crash"
@@ -182,8 +180,17 @@ def test_a_memory_bomb_is_refused_before_allocating(tmp_path) -> None:
     dims[2].dim_value = dims[3].dim_value = 100000
     bomb = tmp_path / "bomb.onnx"
     onnx.save(model, str(bomb))
-    proc = anpred("run", str(bomb), "--libs", "onnxruntime", "--max-memory", "8G",
-                  "--out", str(tmp_path / "out"), timeout=60)
+    proc = anpred(
+        "run",
+        str(bomb),
+        "--libs",
+        "onnxruntime",
+        "--max-memory",
+        "8G",
+        "--out",
+        str(tmp_path / "out"),
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "would need at least" in last and "over the budget of 8.0 GB" in last

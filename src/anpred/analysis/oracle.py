@@ -473,6 +473,62 @@ def judge_anchor(
     return tuple(verdicts)
 
 
+def noise_candidates(
+    evidence: Iterable[AnchorEvidence],
+    params: OracleParams | None = None,
+    *,
+    introduced: Mapping[tuple[str, str], float] | None = None,
+    introduced_floor: Mapping[str, float] | None = None,
+) -> set[tuple[str, str]]:
+    """The (participant, input) pairs at one anchor that may be findings, judged per input.
+
+    :func:`judge_anchor` needs every input's evidence (its populations span them); this
+    needs one input's alone, so a run that analyses its inputs a chunk at a time
+    (:mod:`anpred.pipeline.chunks`) knows which captures to keep before the rest exist.
+    A pair is a candidate when its primary metric is above the noise threshold (required
+    by both criteria sets, :data:`POPULATION_CRITERIA` and :data:`PAIRWISE_CRITERIA`), or
+    it has non-finite values, or its introduced error is above its noise threshold (each
+    sufficient criterion needs that too). The thresholds are :func:`_judge_metric`'s own,
+    so every finding :func:`judge_anchor` makes on the same evidence and parameters is a
+    candidate; most candidates are not findings (they still have to be outliers).
+    """
+    params = params or OracleParams()
+    primary = params.primary_metric
+    resolution = resolutions(params.resolution)
+    nobody = _population(())
+    found: set[tuple[str, str]] = set()
+    for e in evidence:
+        factor = params.factor(e.anchor)
+        for d in e.deviations:
+            judged = _judge_metric(
+                primary,
+                d.metrics[primary],
+                nobody,
+                e.noise_floor[primary],
+                resolution.get(primary, 0.0),
+                params,
+                factor,
+            )
+            if judged.above_noise or d.non_finite:
+                found.add((d.participant, e.input_id))
+        anchor = e.anchor
+        for (p, i), value in (introduced or {}).items():
+            if i != e.input_id or math.isnan(value):
+                continue
+            judged = _judge_metric(
+                INTRODUCED_METRIC,
+                value,
+                nobody,
+                (introduced_floor or {}).get(i, math.nan),
+                resolution[INTRODUCED_METRIC],
+                params,
+                params.introduced_factor(anchor),
+            )
+            if judged.above_noise:
+                found.add((p, i))
+    return found
+
+
 @register_method("anpred_oracle")
 def consensus_oracle(
     outputs: Mapping[str, np.ndarray],

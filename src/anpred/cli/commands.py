@@ -132,6 +132,7 @@ def max_memory(text: str | None) -> int | None | Literal["default"]:
 def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
     """How ``run`` executes, from the execution flags ``add_run_flags`` defines."""
     from anpred.pipeline.calibration_cache import calibration_mode
+    from anpred.pipeline.chunks import check_chunk
 
     return {
         "threads": args.threads,
@@ -142,6 +143,7 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
         "drill": not args.no_drill,
         "calibration": calibration_mode(args.calibration),
         "keep_captures": args.keep_captures,
+        "chunk": check_chunk(args.chunk),
     }
 
 
@@ -430,6 +432,7 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags ``run`` and ``sweep`` share."""
     from anpred.execution.pool import DEFAULT_EXPORT_TIMEOUT
+    from anpred.pipeline.chunks import DEFAULT_CHUNK
 
     parser.add_argument(
         "model", help="zoo model name (see `anpred models`) or path to an .onnx file"
@@ -547,6 +550,15 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         "settings is resumed",
     )
     add_keep_flag(where)
+    where.add_argument(
+        "--chunk",
+        type=int,
+        default=DEFAULT_CHUNK,
+        metavar="N",
+        help="with --keep-captures needed, run more inputs than N a chunk of N at a time, each "
+        "analysed and pruned before the next, so disk peaks at about one chunk's captures "
+        f"(default {DEFAULT_CHUNK}; 0: all in one go)",
+    )
     where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
     where.add_argument(
         "--parallel", type=int, default=2, help="workers running at once (default 2)"

@@ -11,7 +11,8 @@ The transforms the job plans for the participant (a fault, see
 hooks, or a wrapper around its inference; their records go into its status record.
 
 **Observer effect on a sample.** The plain model (anchors not exposed) runs on the first
-:data:`OBSERVER_INPUTS` inputs of the job only; their captures hold its output and an
+:data:`OBSERVER_INPUTS` inputs of the job only (of the run, when the job names them under
+:data:`OBSERVER_KEY`: a chunk of a run); their captures hold its output and an
 observer record, the others none (the rule is recorded in the status, ``observer_rule``).
 
 **The fp64 reference may still run.** When the job says so (:data:`REFERENCE_RUNNING`, set
@@ -45,6 +46,10 @@ Whether exposing anchors changes what a library computes is a property of the co
 program (fusion, kernel choice), not of an input: two inputs show it (the second guards
 against a value-dependent kernel path) at a fraction of one more inference per input,
 which was a third of a worker's inference time (yolov8n, benchmarks/bench_run.py)."""
+
+OBSERVER_KEY = "observer_inputs"
+"""Job key: the inputs that get the observer check (default: the job's first
+:data:`OBSERVER_INPUTS`); set for the chunks of a run (:mod:`anpred.pipeline.chunks`)."""
 
 REFERENCE_RUNNING = "reference_running"
 """Job key: the isolation source's worker may still be running; wait for its captures."""
@@ -172,14 +177,15 @@ class Worker:
         nonfinite_any = False
         later: list[str] = []  # inputs whose fp64 reference capture was not there yet
         self.status["observer_rule"] = f"plain model on the first {OBSERVER_INPUTS} inputs"
-        for index, input_id in enumerate(self.job["input_ids"]):
+        observed = self.job.get(OBSERVER_KEY, self.job["input_ids"][:OBSERVER_INPUTS])
+        for input_id in self.job["input_ids"]:
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
                 if getattr(runner, "wants_reference", False):  # its output mapping may need it
                     runner.reference = self._reference(input_id)
                 capture = infer(feeds[input_id])
                 arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
-                if index < OBSERVER_INPUTS:
+                if input_id in observed:
                     plain = runner.infer_plain(feeds[input_id])
                     arrays[PLAIN_KEY] = plain
                     meta["observer"] = _observer(capture.arrays["output"], plain)

@@ -251,8 +251,9 @@ def _gather(
     params: OracleParams,
     say: Say,
 ) -> tuple[RunEvidence, OracleParams]:
-    """The streaming pass over the captures (and its statistics written), or, when captures
-    were pruned (:mod:`anpred.pipeline.prune`), the statistics the run stored.
+    """The streaming pass over the captures (and its statistics written), or, for a run that
+    went in chunks, their statistics merged (:mod:`anpred.pipeline.chunks`), or, when
+    captures were pruned (:mod:`anpred.pipeline.prune`), the statistics the run stored.
 
     Raises:
         UsageError: Captures were pruned and the statistics cannot stand in for them.
@@ -260,9 +261,16 @@ def _gather(
     from dataclasses import replace
 
     from anpred.pipeline import statistics
+    from anpred.pipeline.chunks import chunk_statistics
     from anpred.pipeline.prune import captures_pruned, statistics_note
-    from anpred.store.pruning import has_statistics
+    from anpred.store.pruning import has_statistics, remove_chunk_statistics
 
+    chunked = chunk_statistics(store, names, anchors, input_ids, params, say)
+    if chunked is not None:  # a run that went in chunks: merge their statistics
+        ev = chunked[0]
+        statistics.save(store, ev, params.metric_names(), names, input_ids)
+        remove_chunk_statistics(store)
+        return ev, params
     if not captures_pruned(store, [REFERENCE64, *names], input_ids):
         ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say)
         statistics.save(store, ev, params.metric_names(), names, input_ids)

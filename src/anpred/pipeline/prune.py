@@ -68,7 +68,8 @@ def needed_anchors(summary: Summary) -> dict[str, set[str] | None]:
     return needed
 
 
-def _bytes(folders: Iterable[ParticipantStore]) -> int:
+def capture_bytes(folders: Iterable[ParticipantStore]) -> int:
+    """Bytes of the capture files in ``folders``."""
     return sum(p.lstat().st_size for f in folders for p in f.array_files())
 
 
@@ -116,11 +117,12 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, A
         n for n, r in store.read_participants().items() if Status.parse(r.get("status")).failed
     ]
     if failed:
-        say(f"keep captures: all kept, {', '.join(failed)} failed (a resumed run retries it)")
+        kept = "nothing more pruned" if _chunked(store) else "all kept"
+        say(f"keep captures: {kept}, {', '.join(failed)} failed (a resumed run retries it)")
         return None
     needed = needed_anchors(summary)
     own, linked = own_folders(store)
-    before = _bytes(own)
+    before = capture_bytes(own)
     pruned: dict[str, dict[str, list[str]]] = {}
     freed = 0
     for folder in own:
@@ -134,7 +136,7 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, A
                     pruned.setdefault(folder.folder.name, {}).setdefault(kind, []).append(input_id)
     graphs = _remove_rewritten_graphs(own)
     freed += graphs
-    after = _bytes(own)
+    after = capture_bytes(own)
     earlier = read_prune_record(store)
     if not pruned and not graphs and earlier is None:  # e.g. one input: nothing to prune
         return None
@@ -148,6 +150,7 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, A
         "bytes_before": before,
         "bytes_after": after,
         "graph_bytes_removed": graphs + _int((earlier or {}).get("graph_bytes_removed")),
+        **({"chunked": True} if _chunked(store) else {}),
     }
     write_prune_record(store, record)
     say(
@@ -155,6 +158,11 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, A
         f"{after / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
     )
     return record
+
+
+def _chunked(store: RunStore) -> bool:
+    """Whether the run went in chunks whose captures were pruned as it went."""
+    return bool((read_prune_record(store) or {}).get("chunked"))
 
 
 def prune_runs(run_dirs: Iterable[Path], say: Say = _quiet) -> int:

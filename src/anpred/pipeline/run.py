@@ -27,6 +27,7 @@ from anpred.execution.pool import (
     run_workers,
     worker_env,
 )
+from anpred.execution.worker import OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import (
     REFERENCE32,
@@ -36,6 +37,7 @@ from anpred.participants import (
     parse_participants,
 )
 from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
+from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
@@ -141,7 +143,9 @@ def prepare_inputs(
                 from anpred.inputs.tensors import input_range_of
 
                 span = input_range_of(
-                    export.input_name, [export.input_name], options.input_range,
+                    export.input_name,
+                    [export.input_name],
+                    options.input_range,
                     options.input_ranges,
                 )
                 arrays[image.id] = random_tensor(shape, dtype, options.seed, len(arrays), span)
@@ -321,16 +325,19 @@ def run_export(
 
 
 def finished_worker(
-    run_dir: Path, participant: Participant, n_inputs: int, isolation: bool
+    run_dir: Path, participant: Participant, input_ids: Sequence[str], isolation: bool
 ) -> WorkerResult | None:
-    """The result of a participant that already finished in ``run_dir`` (resume), or ``None``."""
+    """The result of a participant that already finished ``input_ids`` in ``run_dir``
+    (resume), or ``None``.
+    """
     folder = RunStore(run_dir).participant(participant.name)
     if not folder.has_status():
         return None
     data = folder.read_status()
     state = Status.parse(data.get("state"))
-    done = len(folder.finished_inputs())
-    iso = len(folder.finished_inputs(ISOLATED))
+    n_inputs = len(input_ids)
+    done = sum(folder.capture_done(i) for i in input_ids)
+    iso = sum(folder.capture_done(i, ISOLATED) for i in input_ids)
     if not state.finished or done < n_inputs or (isolation and iso < n_inputs):
         return None
     return WorkerResult(
@@ -376,13 +383,13 @@ def resume_workers(
     results: dict[str, WorkerResult] = {}
     todo = []
     if reference is not None:
-        done = finished_worker(run_dir, reference, len(input_ids), False)
+        done = finished_worker(run_dir, reference, input_ids, False)
         if done is not None:
             results[reference.name] = done
             progress(reference.name, "already done (resumed)")
             reference = None
     for p in participants:
-        done = finished_worker(run_dir, p, len(input_ids), isolation_source is not None)
+        done = finished_worker(run_dir, p, input_ids, isolation_source is not None)
         if done is not None:
             results[p.name] = done
             progress(p.name, "already done (resumed)")
@@ -446,8 +453,13 @@ def execute(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
+    observer_inputs: Sequence[str] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference and every participant; skip finished ones (resume).
+
+    ``observer_inputs``: the inputs whose plain output the workers also compute (the
+    observer check); default the first :data:`~anpred.execution.worker.OBSERVER_INPUTS`
+    of ``input_ids`` (a chunk of a run passes the run's first ones).
 
     Where the workers share this file system (local processes), the fp64 reference runs
     first in line with the others, which wait for its captures when they isolate: the
@@ -466,6 +478,8 @@ def execute(
     job = model_job(
         export, options.model, options.weights, options.seed, store.inputs_path, transforms
     )
+    if observer_inputs is not None:
+        job[OBSERVER_KEY] = list(observer_inputs)
     results: dict[str, WorkerResult] = {}
     reference = parse_participant(REFERENCE64)
     source = store.participant(REFERENCE64).folder if options.isolation else None
@@ -507,6 +521,7 @@ def run(
     drill: bool = True,
     calibration: str | None = None,
     keep_captures: str = "needed",
+    chunk: int = DEFAULT_CHUNK,
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
@@ -524,6 +539,9 @@ def run(
     the run directory holds (``anpred eval`` attaches its own).
     ``keep_captures``: ``needed`` (default) prunes the captures nothing reads later once the
     run is judged and reported (:mod:`anpred.pipeline.prune`); ``all`` keeps every one.
+    ``chunk``: with ``needed``, a run of more inputs than this goes ``chunk`` inputs at a
+    time, each chunk run, analysed and pruned before the next (peak disk about one chunk's
+    captures; :mod:`anpred.pipeline.chunks`); 0: in one go.
 
     Exit codes: 0 no findings, 1 findings, 3 a participant failed (crash/timeout/error).
 
@@ -532,6 +550,7 @@ def run(
     """
     started = time.perf_counter()
     check_keep(keep_captures)
+    check_chunk(chunk)
     participants = parse_participants(list(options.libs))
     if options.extra.get("faults"):
         from anpred.inject.participants import EXTRA_KEY, apply_faults
@@ -579,19 +598,29 @@ def run(
         from anpred.pipeline.calibrate import apply_calibration
 
         say(apply_calibration(calibration, options, export, participants, out, input_ids))
-    results = execute(
-        options,
-        out,
-        participants,
-        export,
-        input_ids,
-        say,
-        threads,
-        parallel,
-        timeout,
-        limits,
-        executor,
-    )
+    from anpred.execution.worker import OBSERVER_INPUTS
+
+    def execute_some(ids: list[str], group: list[Participant]) -> dict[str, WorkerResult]:
+        return execute(
+            options, out, group, export, ids, say, threads, parallel, timeout, limits,
+            executor, observer_inputs=input_ids[:OBSERVER_INPUTS],
+        )  # fmt: skip
+
+    if chunked(chunk, len(input_ids), keep_captures):
+        from anpred.analysis.oracle import OracleParams
+        from anpred.pipeline.calibrate import with_stored_calibration
+        from anpred.pipeline.chunks import run_in_chunks
+
+        store = RunStore(out)
+        params = with_stored_calibration(store, OracleParams())
+        anchors = [a.key for a in export.anchors]
+        results = run_in_chunks(
+            store, execute_some, participants, input_ids, anchors, chunk, params, say
+        )
+        order = [REFERENCE64, *(p.name for p in participants)]
+        results = {n: results[n] for n in order if n in results}
+    else:
+        results = execute_some(input_ids, participants)
     RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
     from anpred.pipeline.analyse import analyse
 

@@ -18,7 +18,13 @@ from anpred.analysis.oracle import AnchorEvidence, Deviation
 from anpred.errors import DamagedRunError
 from anpred.pipeline.evidence import RunEvidence
 from anpred.store import RunStore
-from anpred.store.pruning import read_statistics, statistics_path, write_statistics
+from anpred.store.pruning import (
+    read_chunk_statistics,
+    read_statistics,
+    statistics_path,
+    write_chunk_statistics,
+    write_statistics,
+)
 
 
 def _plain(value: Any) -> Any:
@@ -103,24 +109,76 @@ def save(
     """Write the run's statistics: the pass's records, the metrics it computed, and the
     participants and inputs it covered.
     """
-    write_statistics(
-        store,
-        {
-            "metrics": list(metrics),
-            "participants": list(participants),
-            "inputs": list(input_ids),
-            **to_record(ev),
-        },
-    )
+    write_statistics(store, _file_record(ev, metrics, participants, input_ids))
 
 
-def load(store: RunStore) -> tuple[RunEvidence, tuple[str, ...], list[str], list[str]]:
-    """The run's statistics: records, metrics, participants and inputs covered.
+def _file_record(
+    ev: RunEvidence,
+    metrics: Sequence[str],
+    participants: Sequence[str],
+    input_ids: Sequence[str],
+) -> dict[str, Any]:
+    return {
+        "metrics": list(metrics),
+        "participants": list(participants),
+        "inputs": list(input_ids),
+        **to_record(ev),
+    }
+
+
+def merge(parts: Sequence[RunEvidence], input_ids: Sequence[str]) -> RunEvidence:
+    """One run's records from those of disjoint sets of its inputs, as one streaming pass
+    over all of them in ``input_ids``' order would have gathered them (it handles one
+    input at a time: records are per input, and the first alignment seen is kept).
+    """
+    order = {i: k for k, i in enumerate(input_ids)}
+
+    def first_input(ev: RunEvidence) -> int:
+        inputs = [e.input_id for es in ev.evidence.values() for e in es]
+        inputs += [str(u.get("input")) for u in ev.unaligned] + list(ev.baselines)
+        return min((order.get(i, len(order)) for i in inputs), default=len(order))
+
+    merged = RunEvidence()
+    for ev in sorted(parts, key=first_input):
+        for anchor, records in ev.evidence.items():
+            merged.evidence.setdefault(anchor, []).extend(records)
+        merged.baselines.update(ev.baselines)
+        merged.introduced.update(ev.introduced)
+        merged.dimension.update(ev.dimension)
+        for participant, anchors in ev.alignment.items():
+            for anchor, steps in anchors.items():
+                merged.alignment.setdefault(participant, {}).setdefault(anchor, steps)
+        merged.unaligned.extend(ev.unaligned)
+        for participant, records in ev.observer.items():
+            merged.observer.setdefault(participant, {}).update(records)
+    for records in merged.evidence.values():
+        records.sort(key=lambda e: order.get(e.input_id, len(order)))
+    return merged
+
+
+def save_chunk(
+    store: RunStore,
+    ev: RunEvidence,
+    metrics: Sequence[str],
+    participants: Sequence[str],
+    input_ids: Sequence[str],
+) -> None:
+    """Write the statistics of one chunk of a run's inputs (see :func:`save`)."""
+    write_chunk_statistics(store, input_ids, _file_record(ev, metrics, participants, input_ids))
+
+
+def load_chunks(store: RunStore) -> list[tuple[RunEvidence, tuple[str, ...], list[str], list[str]]]:
+    """The statistics of every chunk of the run analysed so far, as :func:`load` gives them.
 
     Raises:
-        DamagedRunError: The file is unreadable.
+        DamagedRunError: A chunk's file is unreadable.
     """
-    record = read_statistics(store)
+    return [_parts(record, store) for record in read_chunk_statistics(store)]
+
+
+def _parts(
+    record: Mapping[str, Any], store: RunStore
+) -> tuple[RunEvidence, tuple[str, ...], list[str], list[str]]:
     try:
         return (
             from_record(record),
@@ -132,3 +190,12 @@ def load(store: RunStore) -> tuple[RunEvidence, tuple[str, ...], list[str], list
         raise DamagedRunError(
             statistics_path(store), f"not the statistics of a run ({err.__class__.__name__})"
         ) from None
+
+
+def load(store: RunStore) -> tuple[RunEvidence, tuple[str, ...], list[str], list[str]]:
+    """The run's statistics: records, metrics, participants and inputs covered.
+
+    Raises:
+        DamagedRunError: The file is unreadable.
+    """
+    return _parts(read_statistics(store), store)

@@ -7,6 +7,9 @@ run's per-anchor statistics (the store's part that knows these two files).
   statistics, observer and alignment records). Written by every analysis that read
   captures; a run whose captures were pruned is judged again from it.
 * ``pruned.json``: which captures were pruned, what was kept and why, and the bytes freed.
+* ``chunks/<first input>.statistics.json.gz``: while a run goes a chunk of inputs at a
+  time (``--chunk``), the statistics of each chunk analysed so far, in the same layout;
+  merged into ``statistics.json.gz`` and removed by the run's analysis.
 
 ``docs/run-directory.md`` describes both.
 """
@@ -16,7 +19,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Mapping
+import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,8 @@ from anpred.store.layout import RunStore
 
 _STATISTICS = "statistics.json.gz"
 _RECORD = "pruned.json"
+_CHUNKS = "chunks"
+_CHUNK_SUFFIX = ".statistics.json.gz"
 #: Version of the statistics file's layout (:mod:`anpred.pipeline.statistics` writes it).
 STATISTICS_VERSION = 1
 
@@ -42,11 +48,25 @@ def write_statistics(store: RunStore, record: Mapping[str, Any]) -> None:
     ``NaN``/``Infinity``); gzip level 1 (measured: float text compresses ~3x at level 1,
     higher levels gain little).
     """
-    path = statistics_path(store)
+    _write_gz(statistics_path(store), record)
+
+
+def _write_gz(path: Path, record: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as out:
         json.dump({"version": STATISTICS_VERSION, **record}, out, separators=(",", ":"))
     os.replace(tmp, path)
+
+
+def _read_gz(path: Path) -> dict[str, Any]:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as data:
+            record = json.load(data)
+    except (OSError, ValueError, EOFError) as err:
+        raise DamagedRunError(path, f"{err.__class__.__name__}: {str(err)[:120]}") from None
+    if not isinstance(record, dict) or record.get("version") != STATISTICS_VERSION:
+        raise DamagedRunError(path, f"not statistics of version {STATISTICS_VERSION}")
+    return record
 
 
 def has_statistics(store: RunStore) -> bool:
@@ -60,15 +80,33 @@ def read_statistics(store: RunStore) -> dict[str, Any]:
     Raises:
         DamagedRunError: Unreadable, or of a newer layout.
     """
-    path = statistics_path(store)
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as data:
-            record = json.load(data)
-    except (OSError, ValueError, EOFError) as err:
-        raise DamagedRunError(path, f"{err.__class__.__name__}: {str(err)[:120]}") from None
-    if not isinstance(record, dict) or record.get("version") != STATISTICS_VERSION:
-        raise DamagedRunError(path, f"not statistics of version {STATISTICS_VERSION}")
-    return record
+    return _read_gz(statistics_path(store))
+
+
+def write_chunk_statistics(
+    store: RunStore, input_ids: Sequence[str], record: Mapping[str, Any]
+) -> None:
+    """Write the statistics of one chunk of inputs (named by its first input), atomically."""
+    folder = store.root / _CHUNKS
+    folder.mkdir(exist_ok=True)
+    _write_gz(folder / f"{input_ids[0]}{_CHUNK_SUFFIX}", record)
+
+
+def read_chunk_statistics(store: RunStore) -> list[dict[str, Any]]:
+    """The statistics of every chunk analysed so far (``[]``: none, or not a chunked run).
+
+    Raises:
+        DamagedRunError: A chunk's file is unreadable.
+    """
+    folder = store.root / _CHUNKS
+    if not folder.is_dir():
+        return []
+    return [_read_gz(path) for path in sorted(folder.glob(f"*{_CHUNK_SUFFIX}"))]
+
+
+def remove_chunk_statistics(store: RunStore) -> None:
+    """Remove the chunks' statistics (once merged into the run's)."""
+    shutil.rmtree(store.root / _CHUNKS, ignore_errors=True)
 
 
 def has_prune_record(store: RunStore) -> bool:
