@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -308,7 +309,8 @@ def plot(curves: Sequence[Curve], path: Path, title: str) -> None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    wrapped = "\n".join(textwrap.fill(line, 150) for line in title.splitlines())
+    fig.suptitle(wrapped, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
