@@ -59,6 +59,10 @@ Execute = Callable[[list[str], list[Participant]], dict[str, WorkerResult]]
 DEFAULT_CHUNK = 32
 
 
+def _quiet(_message: str) -> None:
+    return None
+
+
 def check_chunk(size: int) -> int:
     """Validate ``--chunk`` (0: no chunks).
 
@@ -177,10 +181,7 @@ def _analyse_chunk(
     """The chunk's streaming pass, its statistics, and the prune of its captures."""
     from anpred.pipeline import statistics
 
-    def quiet(_message: str) -> None:
-        return None
-
-    ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, quiet)
+    ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, _quiet)
     statistics.save_chunk(store, ev, params.metric_names(), names, ids)
     keep = candidate_anchors(ev, params, ids)
     freed, kept = prune_chunk(store, ids, keep, first_input)

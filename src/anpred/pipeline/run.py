@@ -27,7 +27,7 @@ from anpred.execution.pool import (
     run_workers,
     worker_env,
 )
-from anpred.execution.worker import OBSERVER_KEY
+from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import (
     REFERENCE32,
@@ -598,8 +598,6 @@ def run(
         from anpred.pipeline.calibrate import apply_calibration
 
         say(apply_calibration(calibration, options, export, participants, out, input_ids))
-    from anpred.execution.worker import OBSERVER_INPUTS
-
     def execute_some(ids: list[str], group: list[Participant]) -> dict[str, WorkerResult]:
         return execute(
             options, out, group, export, ids, say, threads, parallel, timeout, limits,
