@@ -55,7 +55,10 @@ def _check_error(error: np.ndarray, channel_axis: int) -> tuple[np.ndarray, int]
 
 def channel_error(error: np.ndarray, channel_axis: int = 1) -> np.ndarray:
     """Mean error per channel (over the batch and every spatial position)."""
-    error, axis = _check_error(error, channel_axis)
+    return _channel_error(*_check_error(error, channel_axis))
+
+
+def _channel_error(error: np.ndarray, axis: int) -> np.ndarray:
     other = tuple(a for a in range(error.ndim) if a != axis)
     return error.mean(axis=other)
 
@@ -89,7 +92,10 @@ def spatial_error_map(error: np.ndarray, channel_axis: int = 1) -> np.ndarray | 
 
     Returns ``None`` for tensors without spatial axes (shape ``(N, C)``).
     """
-    error, axis = _check_error(error, channel_axis)
+    return _spatial_error_map(*_check_error(error, channel_axis))
+
+
+def _spatial_error_map(error: np.ndarray, axis: int) -> np.ndarray | None:
     if error.ndim == 2:
         return None
     return error.mean(axis=(0, axis))
@@ -204,10 +210,10 @@ def dimension_profile(
         UsageError: On a tensor without batch and channel axes, negative or non-finite
             errors, or bad parameters.
     """
-    error, axis = _check_error(error, channel_axis)
-    per_channel = channel_error(error, axis)
+    error, axis = _check_error(error, channel_axis)  # once: the parts below trust it
+    per_channel = _channel_error(error, axis)
     top, share = top_channel_share(per_channel, top_channel_fraction)
-    spatial = spatial_error_map(error, axis)
+    spatial = _spatial_error_map(error, axis)
     if spatial is None:
         border_mean = interior_mean = ratio = None
     else:

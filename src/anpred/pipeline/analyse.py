@@ -30,7 +30,7 @@ from anpred.localization.propagation import propagation_profile
 from anpred.participants import REFERENCE32, REFERENCE64
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
-from anpred.pipeline.evidence import RunEvidence, collect, observer_summary
+from anpred.pipeline.evidence import RunEvidence, observer_summary
 from anpred.store import RunStore
 from anpred.store.summary import (
     Anchor,
@@ -250,6 +250,7 @@ def _gather(
     input_ids: list[str],
     params: OracleParams,
     say: Say,
+    processes: int = 1,
 ) -> tuple[RunEvidence, OracleParams]:
     """The streaming pass over the captures (and its statistics written), or, for a run that
     went in chunks, their statistics merged (:mod:`anpred.pipeline.chunks`), or, when
@@ -262,6 +263,7 @@ def _gather(
 
     from anpred.pipeline import statistics
     from anpred.pipeline.chunks import chunk_statistics
+    from anpred.pipeline.collect_pool import collect_inputs
     from anpred.pipeline.prune import captures_pruned, statistics_note
     from anpred.store.pruning import has_statistics, remove_chunk_statistics
 
@@ -272,7 +274,10 @@ def _gather(
         remove_chunk_statistics(store)
         return ev, params
     if not captures_pruned(store, [REFERENCE64, *names], input_ids):
-        ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say)
+        ev = collect_inputs(
+            store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say,
+            processes,
+        )  # fmt: skip
         statistics.save(store, ev, params.metric_names(), names, input_ids)
         return ev, params
     if not has_statistics(store):
@@ -299,9 +304,16 @@ def _gather(
     return ev, params
 
 
-def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None) -> Summary:
+def analyse(
+    run_dir: Path,
+    say: Say = _quiet,
+    params: OracleParams | None = None,
+    processes: int = 1,
+) -> Summary:
     """Analyse a run directory (finished or interrupted): write the deviations table and
     return the typed summary (``summary.to_dict()`` is what the run store writes).
+    The streaming pass over the captures uses up to ``processes`` processes
+    (:mod:`anpred.pipeline.collect_pool`; the numbers do not depend on it).
     """
     run_dir = Path(run_dir)
     store = RunStore.open(run_dir)
@@ -312,7 +324,7 @@ def analyse(run_dir: Path, say: Say = _quiet, params: OracleParams | None = None
     sources = store.read_input_sources()
     anchors = [a["key"] for a in export["anchors"]]
     records, names = _participants(store)
-    ev, params = _gather(store, names, anchors, input_ids, params, say)
+    ev, params = _gather(store, names, anchors, input_ids, params, say, processes)
     verdicts: list[Verdict] = []
     for anchor in anchors:
         if ev.evidence[anchor]:

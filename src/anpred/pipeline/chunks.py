@@ -104,9 +104,12 @@ def run_in_chunks(
     size: int,
     params: OracleParams,
     say: Say,
+    processes: int = 1,
 ) -> dict[str, WorkerResult]:
     """Run, analyse and prune the run's inputs a chunk at a time; return every worker's
     result as one run in one go returns them (a failure stays the participant's result).
+    A chunk's streaming pass uses up to ``processes`` processes
+    (:mod:`anpred.pipeline.collect_pool`).
     """
     covered = covered_inputs(store)
     chunks = plan(input_ids, size, covered)
@@ -138,7 +141,7 @@ def run_in_chunks(
             {n: r.to_dict() for n, r in _merged(previous, results, store, input_ids).items()}
         )
         if healthy and not judged:
-            _analyse_chunk(store, names, anchors, ids, input_ids[0], params, say)
+            _analyse_chunk(store, names, anchors, ids, input_ids[0], params, say, processes)
     return _merged(previous, results, store, input_ids)
 
 
@@ -177,11 +180,15 @@ def _analyse_chunk(
     first_input: str,
     params: OracleParams,
     say: Say,
+    processes: int = 1,
 ) -> None:
     """The chunk's streaming pass, its statistics, and the prune of its captures."""
     from anpred.pipeline import statistics
+    from anpred.pipeline.collect_pool import collect_inputs
 
-    ev = collect(store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, _quiet)
+    ev = collect_inputs(
+        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, _quiet, processes
+    )
     statistics.save_chunk(store, ev, params.metric_names(), names, ids)
     keep = candidate_anchors(ev, params, ids)
     freed, kept = prune_chunk(store, ids, keep, first_input)

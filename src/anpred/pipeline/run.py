@@ -598,6 +598,7 @@ def run(
         from anpred.pipeline.calibrate import apply_calibration
 
         say(apply_calibration(calibration, options, export, participants, out, input_ids))
+
     def execute_some(ids: list[str], group: list[Participant]) -> dict[str, WorkerResult]:
         return execute(
             options, out, group, export, ids, say, threads, parallel, timeout, limits,
@@ -613,7 +614,7 @@ def run(
         params = with_stored_calibration(store, OracleParams())
         anchors = [a.key for a in export.anchors]
         results = run_in_chunks(
-            store, execute_some, participants, input_ids, anchors, chunk, params, say
+            store, execute_some, participants, input_ids, anchors, chunk, params, say, parallel
         )
         order = [REFERENCE64, *(p.name for p in participants)]
         results = {n: results[n] for n in order if n in results}
@@ -623,7 +624,7 @@ def run(
     from anpred.pipeline.analyse import analyse
 
     say("analyse: align, consensus, oracle, localization, baselines")
-    summary = analyse(out, say=say)
+    summary = analyse(out, say=say, processes=parallel)
     if drill and summary.findings:
         from anpred.analysis.oracle import OracleParams
         from anpred.pipeline.calibrate import with_stored_calibration

@@ -1,0 +1,62 @@
+"""The streaming pass in several processes: the records of one pass, byte for byte."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from anpred.errors import DamagedRunError
+from anpred.pipeline import collect_pool
+from anpred.pipeline.analyse import analyse
+
+GOLDEN = Path(__file__).parent / "data" / "golden_run"
+
+
+def _statistics(run: Path) -> dict:
+    with gzip.open(run / "statistics.json.gz", "rt") as data:
+        return json.load(data)
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    run = tmp_path / name
+    shutil.copytree(GOLDEN, run)
+    return run
+
+
+def _judged(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "wall_seconds"}
+
+
+def test_processes_give_the_records_and_verdicts_of_one_pass(tmp_path, monkeypatch) -> None:
+    one, two = _copy(tmp_path, "one"), _copy(tmp_path, "two")
+    serial = analyse(one, processes=1).to_dict()
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)  # the tiny run is worth processes
+    said: list[str] = []
+    pooled = analyse(two, say=said.append, processes=2).to_dict()
+    assert "  analyse 5 inputs in 2 processes" in said  # it did go to the processes
+    assert len([s for s in said if s.startswith("  analysed input ")]) == 5
+    assert serial["findings"]  # the golden run's fault: something to compare
+    assert _statistics(two) == _statistics(one)
+    assert _judged(pooled) == _judged(serial)
+
+
+def test_small_runs_stay_in_this_process(tmp_path, monkeypatch) -> None:
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool for a tiny run")
+
+    monkeypatch.setattr(collect_pool, "ProcessPoolExecutor", no_pool)
+    run = _copy(tmp_path, "run")
+    assert analyse(run, processes=2).findings  # the tiny run is far below MIN_BYTES
+
+
+def test_a_damaged_capture_raises_as_the_one_pass_does(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    run = _copy(tmp_path, "run")
+    damaged = next((run / "captures" / "jax").glob("*.capture.npz"))
+    damaged.write_bytes(damaged.read_bytes()[:100])  # truncated
+    with pytest.raises(DamagedRunError):
+        analyse(run, processes=2)
