@@ -7,6 +7,7 @@ import pytest
 from anpred.analysis import get_metric
 from anpred.errors import UsageError
 from anpred.localization import relative_l2, stage_isolation
+from anpred.localization.stage_error import IntroducedErrors
 
 
 def test_relative_l2_known_values():
@@ -34,6 +35,25 @@ def test_relative_l2_follows_the_metrics_rule_for_a_zero_reference():
     ref = rng.standard_normal((3, 70_000))  # more than one block of the metric
     x = (ref * (1 + 1e-6 * rng.standard_normal(ref.shape))).astype(np.float32)
     assert relative_l2(x, ref) == get_metric("rel_l2")(x.astype(np.float64), ref)
+
+
+def test_introduced_errors_are_relative_l2_bit_for_bit():
+    """The analysis sums the reference's norm once per anchor: same number, every case."""
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((3, 70_000))  # more than one block of the metric
+    near = (ref * (1 + 1e-6 * rng.standard_normal(ref.shape))).astype(np.float32)
+    nan, inf = near.copy(), near.copy()
+    nan[1, 5], inf[2, 7] = np.nan, -np.inf
+    cases = [near, ref, nan, inf, np.zeros_like(ref), -ref]
+    errors = IntroducedErrors(ref)
+    assert [errors(x) for x in cases] == [relative_l2(x, ref) for x in cases]
+    assert errors(nan) == errors(inf) == math.inf
+    zero = IntroducedErrors(np.zeros(2))  # the zero-reference rule holds too
+    assert zero(np.zeros(2)) == 0.0 and zero(np.array([0.0, 2.0])) == math.inf
+    with pytest.raises(UsageError, match="shapes differ"):
+        errors(np.zeros(3))
+    with pytest.raises(UsageError, match="must be finite"):
+        IntroducedErrors(np.array([np.inf, 4.0]))
 
 
 def test_introduced_inherited_total_and_ratio():

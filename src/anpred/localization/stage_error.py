@@ -49,6 +49,33 @@ def relative_l2(x: np.ndarray, ref: np.ndarray) -> float:
     return metrics.relative_l2(x64, ref64)
 
 
+class IntroducedErrors:
+    """:func:`relative_l2` of several stage outputs against one reference: each the same
+    number bit for bit, the reference checked and its norm summed once
+    (:func:`anpred.analysis.metrics.relative_l2_given`). Given a finite reference the
+    relative L2 is NaN exactly when ``x`` holds a NaN, read as ``inf`` as
+    :func:`relative_l2` reads it; an inf in ``x`` gives ``inf`` by itself.
+
+    Raises:
+        UsageError: When ``ref`` is not finite, or (calling) a shape differs.
+    """
+
+    def __init__(self, ref: np.ndarray) -> None:
+        self.ref64 = np.asarray(ref).astype(np.float64, copy=False)
+        if not np.all(np.isfinite(self.ref64)):
+            raise UsageError("the reference must be finite")
+        self.reference_sq = metrics.block_sum_of_squares(self.ref64)
+
+    def __call__(self, x: np.ndarray) -> float:
+        """The introduced error of stage output ``x``."""
+        x = np.asarray(x)
+        if x.shape != self.ref64.shape:
+            raise UsageError(f"shapes differ: {x.shape} vs reference {self.ref64.shape}")
+        x64 = x.astype(np.float64, copy=False)
+        value = metrics.relative_l2_given(x64, self.ref64, self.reference_sq)
+        return math.inf if math.isnan(value) else value
+
+
 @dataclass(frozen=True)
 class StageError:
     """Introduced, inherited and total error of one stage.

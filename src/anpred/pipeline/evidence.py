@@ -19,7 +19,7 @@ from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
 from anpred.errors import UsageError
 from anpred.localization._plain import plain_float
 from anpred.localization.dimension import dimension_profile, elementwise_error
-from anpred.localization.stage_error import relative_l2
+from anpred.localization.stage_error import IntroducedErrors
 from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
 
 Say = Callable[[str], None]
@@ -90,6 +90,7 @@ def collect(
             for anchor in anchors:
                 fp64 = np.asarray(ref[anchor], dtype=np.float64)  # read fresh: no copy
                 aligned: dict[str, np.ndarray] = {}
+                introduced: IntroducedErrors | None = None  # the reference's norm, once
                 for p, c in present.items():
                     try:
                         a = align(c[anchor], fp64.shape, c.layout(anchor), reference=fp64)
@@ -111,9 +112,8 @@ def collect(
                     iso = isolated.get(p)
                     if iso is not None:
                         xi = align(iso[anchor], fp64.shape, iso.layout(anchor)).values
-                        result.introduced.setdefault((p, input_id), {})[anchor] = relative_l2(
-                            xi, fp64
-                        )
+                        introduced = introduced or IntroducedErrors(fp64)
+                        result.introduced.setdefault((p, input_id), {})[anchor] = introduced(xi)
                 if reference32 not in aligned or len(aligned) < 2:
                     result.unaligned.append(
                         {
