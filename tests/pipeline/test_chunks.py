@@ -108,11 +108,16 @@ def test_a_fault_found_in_chunks_as_in_one_go(tiny_onnx, tmp_path) -> None:
             "bf16", "--libs", LIBS, "--images", "3", "--chunk", chunk, "--out", str(runs[chunk]),
         )  # fmt: skip
         assert proc.returncode == 1, proc.stderr[-3000:]  # findings
+        # chunks pruned the fp64 reference's stage inputs of inputs 2 and 3 as they went:
+        # the drill-down computed them again (in one go it reads them)
+        again = "drill-down: fp64 stage inputs of 2 pruned inputs computed again"
+        assert (again in proc.stderr) == (chunk == "1"), proc.stderr[-3000:]
     whole, chunks = summary(runs["0"]), summary(runs["1"])
     assert whole["findings"] and _judged(chunks) == _judged(whole)
     assert _statistics(runs["1"]) == _statistics(runs["0"])
-    # the drill-down read the fp64 reference's stage inputs: kept whole while chunks went
+    # the drill-down's packed stage inputs are the ones a run in one go reads: the same
     assert chunks["drill"]["targets"] and not chunks["drill"].get("reason")
+    assert not (runs["1"] / "drill" / "reference").exists()  # removed once packed
     assert {k: v for k, v in chunks["drill"].items() if k != "wall_seconds"} == {
         k: v for k, v in whole["drill"].items() if k != "wall_seconds"
     }

@@ -16,15 +16,16 @@ instead goes chunk by chunk:
    run whole, and on every other input the anchors where some participant is a candidate
    finding (:func:`~anpred.analysis.oracle.noise_candidates`: above its noise threshold,
    non-finite, or an introduced error above its threshold -- judged per input, a superset
-   of the findings the whole run's judgement can make). The fp64 reference keeps every
-   capture until the end: stage isolation and the drill-down read it.
+   of the findings the whole run's judgement can make); the fp64 reference's too (stage
+   isolation read them while the chunk ran; the drill-down computes the stage inputs it
+   needs again, :func:`anpred.pipeline.drill.run_drill`).
 
 The run's analysis then merges the chunks' statistics
 (:func:`~anpred.pipeline.statistics.merge`: the same records, in the same order, as one
 pass over all inputs) instead of reading captures, judges as always, and the final prune
 (:mod:`anpred.pipeline.prune`) removes what is not needed by the findings. Peak disk is
-about one chunk of every participant's captures plus the fp64 reference's of every input
-and the candidates kept; findings are those of a run in one go
+about one chunk of every participant's captures plus the first input and the candidates
+kept, whatever the number of inputs; findings and drill-down are those of a run in one go
 (``tests/pipeline/test_chunks.py``).
 
 Failures: after a participant fails in a chunk (crash, timeout, error), it is left out of
@@ -218,18 +219,20 @@ def candidate_anchors(
 def prune_chunk(
     store: RunStore, ids: Sequence[str], keep: Mapping[str, set[str]], first_input: str
 ) -> tuple[int, int]:
-    """Prune one chunk's captures to ``keep`` (the first input and the fp64 reference
-    whole); record the bytes; return the bytes freed and those of every capture now.
+    """Prune one chunk's captures to ``keep`` (the first input whole), the fp64 reference's
+    too; record the bytes; return the bytes freed and those of every capture now.
+
+    The fp64 reference's captures are read later only by the drill-down (the stage inputs
+    of flagged stages), which computes the pruned ones again
+    (:func:`anpred.pipeline.drill.run_drill`); kept whole, they were the run's peak disk
+    (yolov8n: 44 MB per input, 12.6 GB at 128 inputs in chunks of 32).
     """
     from anpred.pipeline.prune import KEEP_NEEDED, capture_bytes, own_folders
 
     own, _linked = own_folders(store)
     before = capture_bytes(own)
     freed = 0
-    reference = store.participant(REFERENCE64).folder
     for folder in own:
-        if folder.folder == reference:
-            continue
         for kind in (CAPTURE, ISOLATED):
             for input_id in ids:
                 if input_id != first_input:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from anpred.analysis.verdict import Verdict
     from anpred.execution.executor import Executor
     from anpred.interchange.drill_graph import DrillGraph
+    from anpred.store.participant import ParticipantStore
     from anpred.store.summary import Summary
 
 Say = Callable[[str], None]
@@ -106,24 +107,98 @@ def drill_transforms(
     return planned
 
 
+#: Inputs whose fp64 stage inputs are computed again in one worker job (their captures
+#: are on disk until the batch is packed): at most this many full fp64 captures at once.
+REGENERATE_BATCH = 32
+
+#: ``(input ids) -> folder holding the fp64 reference's captures of those inputs``.
+Regenerate = Callable[[list[str]], "ParticipantStore"]
+
+
 def _packed_inputs(
-    run_store: RunStore, graph: DrillGraph, input_ids: Sequence[str]
+    run_store: RunStore,
+    graph: DrillGraph,
+    input_ids: Sequence[str],
+    regenerate: Regenerate | None = None,
 ) -> dict[str, np.ndarray]:
-    """Each input's packed stage inputs, from the fp64 reference's captures."""
+    """Each input's packed stage inputs, from the fp64 reference's captures.
+
+    A run that went in chunks pruned the fp64 reference's captures of most inputs as it went
+    (:mod:`anpred.pipeline.chunks`); the stage inputs they lost are computed again by
+    ``regenerate`` (the fp64 reference run again on the run's own model), a batch of
+    :data:`REGENERATE_BATCH` inputs at a time. The fp64 reference is deterministic on one
+    machine, so they are the values it captured (tests/pipeline/test_chunks.py: the same
+    drill-down as a run in one go).
+    """
     reference = run_store.participant(REFERENCE64)
+    needed = {i.anchor for i in graph.inputs if i.anchor is not None}
     model_inputs = run_store.load_inputs() if any(i.anchor is None for i in graph.inputs) else {}
+    done = [i for i in input_ids if reference.capture_done(i)]
+    pruned = [i for i in done if needed & set(reference.pruned_keys(i))]
     packed = {}
-    for input_id in input_ids:
-        if not reference.capture_done(input_id):
-            continue
-        capture = reference.load_capture(input_id)
+
+    def pack(input_id: str, capture: Mapping[str, np.ndarray]) -> None:
         values: dict[str | None, np.ndarray] = {
             i.anchor: capture[i.anchor] for i in graph.inputs if i.anchor is not None
         }
         if input_id in model_inputs:
             values[None] = model_inputs[input_id]
         packed[input_id] = graph.pack(values)
-    return packed
+
+    for input_id in done:
+        if input_id not in pruned:
+            pack(input_id, reference.load_capture(input_id))
+    if pruned and regenerate is not None:
+        for start in range(0, len(pruned), REGENERATE_BATCH):
+            source = regenerate(pruned[start : start + REGENERATE_BATCH])
+            for input_id in pruned[start : start + REGENERATE_BATCH]:
+                if source.capture_done(input_id):
+                    pack(input_id, source.load_capture(input_id))
+    return {i: packed[i] for i in input_ids if i in packed}
+
+
+def _regenerator(
+    run_store: RunStore,
+    drill: DrillStore,
+    say: Say,
+    threads: int,
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    executor: Executor | None,
+) -> Regenerate:
+    """The fp64 reference's worker job again, on the run's own model and inputs, without
+    the observer check and stage isolation; each batch replaces the one before.
+    """
+    import shutil
+
+    from anpred.execution.worker import OBSERVER_KEY
+    from anpred.pipeline.run import resume_workers
+
+    recorded = run_store.participant(REFERENCE64).read_job()
+    job = {"model": recorded["model"], "inputs": str(run_store.inputs_path), OBSERVER_KEY: []}
+    side = drill.reference_run
+
+    def regenerate(input_ids: list[str]) -> ParticipantStore:
+        if side.root.exists():
+            shutil.rmtree(side.root)
+        side.root.mkdir(parents=True)
+        say(f"drill-down: fp64 stage inputs of {len(input_ids)} pruned inputs computed again")
+        resume_workers(
+            side.root,
+            [parse_participant(REFERENCE64)],
+            job,
+            input_ids,
+            say,
+            threads,
+            1,
+            None,
+            timeout,
+            env,
+            executor,
+        )
+        return side.participant(REFERENCE64)
+
+    return regenerate
 
 
 def _evidence(
@@ -291,7 +366,9 @@ def run_drill(
     _write_graphs(graph.anchored, graph.plain, drill_export)
     drill.run.write_export(drill_export.to_dict())
     input_ids = summary.input_ids
-    packed = _packed_inputs(run_store, graph, input_ids)
+    regenerate = _regenerator(run_store, drill, say, threads, timeout, env, executor)
+    packed = _packed_inputs(run_store, graph, input_ids, regenerate)
+    drill.remove_reference_run()
     if not packed:
         return done(DrillDown((), reason="the fp64 reference has no capture to start from"))
     drill.run.write_inputs(packed, {})

@@ -10,8 +10,9 @@ participant's own capture and stage isolation's):
   participants', so the consensus there can be formed again).
 
 Everything else is removed after the analysis, the drill-down (it reads the fp64
-reference's stage inputs of every input, and runs before the prune) and the report (it
-reads only the summary) are done, so an interrupted run resumes as before. Each pruned
+reference's stage inputs of every input, and runs before the prune; those a chunked run
+pruned already it computes again) and the report (it reads only the summary) are done, so
+an interrupted run resumes as before. Each pruned
 capture's record keeps its place (resume counts it done) and lists what was removed;
 ``pruned.json`` records the whole prune. A run directory's folders linked from another
 run (``anpred eval``'s fault runs share the clean run's captures) are not pruned there.

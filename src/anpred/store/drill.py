@@ -21,6 +21,7 @@ from anpred.store.layout import RunStore
 _FOLDER = "drill"
 _MODEL = "model"
 _RECORD = "drill.json"
+_REFERENCE = "reference"
 
 
 class DrillStore:
@@ -42,6 +43,19 @@ class DrillStore:
     def model_dir(self) -> Path:
         """Folder of the clean drill graphs (anchored and plain)."""
         return self.root / _MODEL
+
+    @property
+    def reference_run(self) -> RunStore:
+        """A run store for the fp64 reference run again on the run's own model, for the
+        inputs whose stage inputs a chunked run pruned (:mod:`anpred.pipeline.drill`);
+        emptied batch by batch.
+        """
+        return RunStore(self.root / _REFERENCE)
+
+    def remove_reference_run(self) -> None:
+        """Remove :attr:`reference_run` (its captures are packed into the drill's inputs)."""
+        if self.reference_run.root.exists():
+            shutil.rmtree(self.reference_run.root)
 
     def participant_model_dir(self, name: str) -> Path:
         """Folder of a participant's rewritten drill graphs (a fault rewrites them)."""
