@@ -106,3 +106,28 @@ def test_an_evaluation_on_ray_equals_a_local_one(tmp_path: Path) -> None:
     # two fault runs were in flight at once on Ray; the rows are the same, in the same order
     assert [r["stage"] for r in tables["ray"]] == ["r1", "s2"]
     assert tables["ray"] == tables["local"]
+
+
+@pytest.mark.slow
+def test_a_fault_run_in_chunks_on_ray_equals_one_in_one_go_locally(tmp_path: Path) -> None:
+    """Chunks on Ray: each chunk's workers in Ray tasks, analysed and pruned in the driver
+    (the fp64 reference's too), the drill-down computing the pruned stage inputs again in a
+    Ray task; statistics, findings and drill-down are those of a local run in one go."""
+    import gzip
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    args = ["inject", str(model), "--lib", "onnxruntime", "--stage", "s2", "--fault", "bf16"]
+    args += ["--libs", "torch,onnxruntime,openvino", "--images", "3"]
+    runs = {"local": ["--chunk", "0"], "ray": ["--chunk", "1", "--ray", "local"]}
+    for name, extra in runs.items():
+        proc = anpred(*args, *extra, "--out", str(tmp_path / name))
+        assert proc.returncode == 1, proc.stderr[-3000:]  # findings
+    assert "chunk 3/3" in proc.stderr and "pruned inputs computed again" in proc.stderr
+    local, ray = summary(tmp_path / "local"), summary(tmp_path / "ray")
+    assert local["findings"] and local["drill"]["targets"]
+    for run in (local, ray):
+        run["drill"].pop("wall_seconds")
+    for key in (*RESULTS, "drill"):
+        assert json.dumps(ray[key], sort_keys=True) == json.dumps(local[key], sort_keys=True), key
+    stats = [gzip.decompress((tmp_path / n / "statistics.json.gz").read_bytes()) for n in runs]
+    assert stats[0] == stats[1]
