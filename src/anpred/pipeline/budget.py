@@ -11,7 +11,8 @@ counts the three peaks of a run:
   runtime copy), the input, and every anchor of one input; the fp64 reference holds them
   in float64;
 - *analysis*: one anchor of every participant in float64, plus the consensus, the fp64
-  reference and temporaries (the streaming pass in :mod:`anpred.pipeline.evidence`).
+  reference and temporaries (the streaming pass in :mod:`anpred.pipeline.evidence`), in
+  each of up to ``parallel`` processes (:mod:`anpred.pipeline.collect_pool`).
 
 It is a floor, not a bound: libraries add workspace of their own. Workers additionally run
 under the same budget (:mod:`anpred.execution.memory`), so what the estimate misses is a
@@ -115,7 +116,7 @@ def estimate_memory(
         anchor_shapes: Every anchor's shape (final output included).
         n_inputs: Number of inputs.
         n_participants: Participants besides the fp64 reference.
-        parallel: Workers running at once.
+        parallel: Workers (and analysis processes) running at once.
         model_bytes: Size of the model's weights on disk.
     """
     x = _numel(input_shape)
@@ -124,7 +125,7 @@ def estimate_memory(
     worker32 = 2 * model_bytes + 4 * x + 4 * sum(anchors) * 2
     worker64 = 4 * model_bytes + 8 * x + 8 * sum(anchors) * 2
     workers = max(worker64, max(1, parallel) * worker32)
-    analysis = 8 * max(anchors) * (n_participants + 6)
+    analysis = max(1, parallel) * 8 * max(anchors) * (n_participants + 6)
     return MemoryEstimate(inputs, workers, analysis)
 
 
