@@ -58,6 +58,28 @@ REFERENCE_POLL = 0.05
 """Seconds between two looks at the fp64 reference's folder while waiting for it."""
 
 
+class _Feeds:
+    """The run's inputs, read from its ``inputs.npz`` when an input is needed, the last one
+    kept (an input is used by its anchored, plain and isolated inference in a row).
+
+    Loading every input up front held them all in every worker: 4.9 MB per 640x640 input,
+    so the workers' memory grew with the run's inputs (and a chunk's worker held every
+    chunk's), most of anpred's memory slope in ``benchmarks/bench_scaling.py``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._key: str | None = None
+        self._value: np.ndarray | None = None
+
+    def __getitem__(self, input_id: str) -> np.ndarray:
+        if input_id != self._key or self._value is None:
+            with np.load(self.path) as data:
+                self._value = data[input_id]
+            self._key = input_id
+        return self._value
+
+
 def _observer(anchored: np.ndarray, plain: np.ndarray) -> dict[str, Any]:
     same_shape = anchored.shape == plain.shape
     diff = float(np.max(np.abs(anchored.astype(np.float64) - plain))) if same_shape else None
@@ -172,8 +194,7 @@ class Worker:
             timings={"import": self.status["timings"]["import"], **runner.timings},
             **{TRANSFORMS_KEY: transforms.records()},
         )
-        with np.load(self.job["inputs"]) as data:
-            feeds = {key: data[key] for key in data.files}
+        feeds = _Feeds(Path(self.job["inputs"]))
         nonfinite_any = False
         later: list[str] = []  # inputs whose fp64 reference capture was not there yet
         self.status["observer_rule"] = f"plain model on the first {OBSERVER_INPUTS} inputs"
