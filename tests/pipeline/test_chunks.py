@@ -81,6 +81,9 @@ def test_chunks_give_the_statistics_and_verdicts_of_one_go(tiny_onnx, tmp_path) 
     proc = _run(tiny_onnx, chunks, "--chunk", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "chunk 3/3: inputs 3-3 of 3" in proc.stderr
+    # progress counts the chunk's inputs, not the earlier chunks' captures in the folder
+    assert "[onnxruntime] 1/1 inputs" in proc.stderr
+    assert "2/1 inputs" not in proc.stderr and "3/1 inputs" not in proc.stderr
     # the second and third chunks pruned the captures of inputs 2 and 3 as the run went
     pruning = [ln for ln in proc.stderr.splitlines() if "analysed; " in ln]
     assert len(pruning) == 3 and all(" 0.0 MB of" not in ln for ln in pruning[1:])

@@ -227,7 +227,7 @@ def run_job(
     )
 
 
-def _result(item: RunningJob, end: JobEnd, n_inputs: int) -> WorkerResult:
+def _result(item: RunningJob, end: JobEnd, input_ids: Sequence[str]) -> WorkerResult:
     outcome = item.outcome(end)
     status = outcome.record
     p = item.participant
@@ -242,7 +242,7 @@ def _result(item: RunningJob, end: JobEnd, n_inputs: int) -> WorkerResult:
         settings=status.get("settings", dict(p.settings)),
         timings=status.get("timings", {}),
         returncode=end.returncode,
-        inputs_done=min(len(item.folder.finished_inputs()), n_inputs),
+        inputs_done=len(set(input_ids).intersection(item.folder.finished_inputs())),
         usage_error=bool(status.get("usage_error")) and outcome.status == Status.ERROR,
     )
 
@@ -292,6 +292,7 @@ def run_workers(
     running: list[RunningJob] = []
     results: dict[str, WorkerResult] = {}
     notify = progress or (lambda _p, _m: None)
+    wanted = set(input_ids)  # the folder may hold other inputs' captures (earlier chunks)
     try:
         while pending or running:
             while pending and len(running) < executor.slots(parallel):
@@ -308,12 +309,12 @@ def run_workers(
             time.sleep(0.2)
             for item in list(running):
                 assert item.participant is not None
-                done = len(item.folder.finished_inputs())
+                done = len(wanted.intersection(item.folder.finished_inputs()))  # a chunk's
                 if done != item.reported:
                     item.reported = done
                     notify(item.participant.name, f"{done}/{len(input_ids)} inputs")
                 if item.poll():
-                    result = _result(item, item.collect(), len(input_ids))
+                    result = _result(item, item.collect(), input_ids)
                     _record_end(item.folder, result)
                     results[item.participant.name] = result
                     running.remove(item)
