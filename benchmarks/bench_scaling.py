@@ -283,7 +283,7 @@ def plot(curves: Sequence[Curve], path: Path, title: str) -> None:
         ("final_disk_mb", "disk (MB): after the run, and peak (dotted)", "MB"),
     )
     bare = {c.model: slopes(c)["wall_s"] for c in curves if c.bare}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 7.2))
     for ax, (key, label, unit) in zip(axes, panels, strict=True):
         for curve in curves:
             if curve.bare and key == "final_disk_mb":
@@ -308,7 +308,8 @@ def plot(curves: Sequence[Curve], path: Path, title: str) -> None:
         ax.set_xlabel("inputs")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # below the panel: with a handful of curves a legend inside hides the data
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     wrapped = "\n".join(textwrap.fill(line, 150) for line in title.splitlines())
     fig.suptitle(wrapped, fontsize=9)
     fig.tight_layout()
