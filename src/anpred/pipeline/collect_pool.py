@@ -17,6 +17,7 @@ did not deliver are collected here, so the error is the one the serial pass rais
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -37,6 +38,13 @@ def _quiet(_: str) -> None:
     return None
 
 
+def _ignore_interrupt() -> None:
+    """In each process: Ctrl-C is the driver's to handle (it stops the pool), so that the
+    processes print no traceback of their own.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _capture_bytes(run_dir: Path, participants: Sequence[str], input_id: str) -> int:
     store = RunStore(run_dir)
     total = 0
@@ -55,10 +63,16 @@ def _one(
     anchors: Sequence[str],
     input_id: str,
     params: OracleParams,
-) -> RunEvidence:
-    return collect(
-        run_dir, participants, reference64, reference32, anchors, [input_id], params, _quiet
-    )
+) -> RunEvidence | None:
+    """One input's records; ``None`` when collecting it failed (the driver collects it
+    again and raises what the one pass raises: no exception has to travel back).
+    """
+    try:
+        return collect(
+            run_dir, participants, reference64, reference32, anchors, [input_id], params, _quiet
+        )
+    except Exception:  # noqa: BLE001 - see above
+        return None
 
 
 def collect_inputs(
@@ -100,28 +114,42 @@ def collect_inputs(
         )
     say(f"  analyse {len(input_ids)} inputs in {processes} processes")
     parts: dict[str, RunEvidence] = {}
+    pool: ProcessPoolExecutor | None = None
     try:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-            futures = {
-                pool.submit(
-                    _one,
-                    Path(run_dir),
-                    list(participants),
-                    reference64,
-                    reference32,
-                    list(anchors),
-                    i,
-                    params,
-                ): i
-                for i in input_ids
-            }
-            for future in as_completed(futures):
-                input_id = futures[future]
-                parts[input_id] = future.result()
+        pool = ProcessPoolExecutor(
+            max_workers=processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_interrupt,
+        )
+        futures = {
+            pool.submit(
+                _one,
+                Path(run_dir),
+                list(participants),
+                reference64,
+                reference32,
+                list(anchors),
+                i,
+                params,
+            ): i
+            for i in input_ids
+        }
+        for future in as_completed(futures):
+            input_id, records = futures[future], future.result()
+            if records is not None:
+                parts[input_id] = records
                 say(f"  analysed input {len(parts)}/{len(input_ids)}: {input_id}")
-    except Exception:  # noqa: BLE001 - whatever failed there is collected (and raises) here
+    except Exception:  # noqa: BLE001 - a process died: what it left is collected here
         pass
+    except BaseException:  # Ctrl-C, SIGTERM: stop the processes now, not after their input
+        if pool is not None:
+            # the executor has no public way to stop its processes before Python 3.14
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
             parts[i] = collect(
