@@ -70,10 +70,10 @@ class _Feeds:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._key: str | None = None
-        self._value: np.ndarray | None = None
+        self._value = np.empty(0)
 
     def __getitem__(self, input_id: str) -> np.ndarray:
-        if input_id != self._key or self._value is None:
+        if input_id != self._key:
             with np.load(self.path) as data:
                 self._value = data[input_id]
             self._key = input_id

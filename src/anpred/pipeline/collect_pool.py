@@ -103,12 +103,13 @@ def collect_inputs(
         The records, as one pass over ``input_ids`` in order gathers them.
     """
     input_ids = list(input_ids)
-    first = input_ids[:1]
-    data = sum(_capture_bytes(run_dir, [reference64, *participants], i) for i in first) * len(
-        input_ids
-    )
     processes = min(processes, len(input_ids))
-    if processes < 2 or data < MIN_BYTES:
+    if (
+        processes < 2
+        # the first input's captures, times the inputs: what the pass will read
+        or _capture_bytes(run_dir, [reference64, *participants], input_ids[0]) * len(input_ids)
+        < MIN_BYTES
+    ):
         return collect(
             run_dir, participants, reference64, reference32, anchors, input_ids, params, say
         )

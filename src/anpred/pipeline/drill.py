@@ -134,7 +134,9 @@ def _packed_inputs(
     needed = {i.anchor for i in graph.inputs if i.anchor is not None}
     model_inputs = run_store.load_inputs() if any(i.anchor is None for i in graph.inputs) else {}
     done = [i for i in input_ids if reference.capture_done(i)]
-    pruned = [i for i in done if needed & set(reference.pruned_keys(i))]
+    pruned = {i for i in done if needed & set(reference.pruned_keys(i))}
+    kept = [i for i in done if i not in pruned]
+    regenerated = [i for i in done if i in pruned]
     packed = {}
 
     def pack(input_id: str, capture: Mapping[str, np.ndarray]) -> None:
@@ -145,13 +147,13 @@ def _packed_inputs(
             values[None] = model_inputs[input_id]
         packed[input_id] = graph.pack(values)
 
-    for input_id in done:
-        if input_id not in pruned:
-            pack(input_id, reference.load_capture(input_id))
-    if pruned and regenerate is not None:
-        for start in range(0, len(pruned), REGENERATE_BATCH):
-            source = regenerate(pruned[start : start + REGENERATE_BATCH])
-            for input_id in pruned[start : start + REGENERATE_BATCH]:
+    for input_id in kept:
+        pack(input_id, reference.load_capture(input_id))
+    if regenerated and regenerate is not None:
+        for start in range(0, len(regenerated), REGENERATE_BATCH):
+            batch = regenerated[start : start + REGENERATE_BATCH]
+            source = regenerate(batch)
+            for input_id in batch:
                 if source.capture_done(input_id):
                     pack(input_id, source.load_capture(input_id))
     return {i: packed[i] for i in input_ids if i in packed}
@@ -169,8 +171,6 @@ def _regenerator(
     """The fp64 reference's worker job again, on the run's own model and inputs, without
     the observer check and stage isolation; each batch replaces the one before.
     """
-    import shutil
-
     from anpred.execution.worker import OBSERVER_KEY
     from anpred.pipeline.run import resume_workers
 
@@ -179,8 +179,7 @@ def _regenerator(
     side = drill.reference_run
 
     def regenerate(input_ids: list[str]) -> ParticipantStore:
-        if side.root.exists():
-            shutil.rmtree(side.root)
+        drill.remove_reference_run()
         side.root.mkdir(parents=True)
         say(f"drill-down: fp64 stage inputs of {len(input_ids)} pruned inputs computed again")
         resume_workers(
