@@ -64,10 +64,10 @@ def test_pruned_median_networks_select_the_middle_of_every_0_1_input(count):
     # selects it for any input
     from itertools import product
 
-    from anpred.analysis.consensus import _comparators, median_network
+    from anpred.analysis.consensus import median_network, sorting_network
 
     middle = [count // 2] if count % 2 else [count // 2 - 1, count // 2]
-    for network in (_comparators(count), [(i, j) for i, j, *_ in median_network(count)]):
+    for network in (sorting_network(count), [(i, j) for i, j, *_ in median_network(count)]):
         for bits in product((0, 1), repeat=count):
             wires = list(bits)
             for i, j in network:

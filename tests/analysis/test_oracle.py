@@ -212,7 +212,11 @@ def test_noise_floor_is_the_fp32_reference_against_fp64(five_participant_run):
     fp64 = run.fp64["in1"]["stage2"]
     shared = assess("stage2", "in1", captures, captures[REFERENCE], fp64)
     separate = assess("stage2", "in1", captures, captures[REFERENCE].copy(), fp64)
-    assert shared.noise_floor == separate.noise_floor
+    # separate: the generic metrics; shared: the one-pass kernel, whose compiled loops add
+    # a block's terms in their own order (a few roundings: tests/analysis/test_onepass.py)
+    assert shared.noise_floor.keys() == separate.noise_floor.keys()
+    for name, value in separate.noise_floor.items():
+        assert shared.noise_floor[name] == pytest.approx(value, rel=1e-12), name
     torch_vs_fp64 = next(d.vs_fp64 for d in shared.deviations if d.participant == REFERENCE)
     assert shared.noise_floor == torch_vs_fp64
     relative = np.linalg.norm(captures[REFERENCE] - fp64) / np.linalg.norm(fp64)

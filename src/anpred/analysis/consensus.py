@@ -33,15 +33,18 @@ OPTIMAL_NETWORKS = {
 odd-even transposition; checked by the 0-1 principle in tests/analysis/test_consensus.py."""
 
 
-def _comparators(n: int) -> list[tuple[int, int]]:
-    """A sorting network on ``n`` wires: an optimal one, or odd-even transposition (n rounds)."""
+def sorting_network(n: int) -> list[tuple[int, int]]:
+    """A sorting network on ``n`` wires: an optimal one, or odd-even transposition (n rounds).
+
+    Each pair ``(i, j)`` puts the minimum on wire ``i`` and the maximum on wire ``j``.
+    """
     if n in OPTIMAL_NETWORKS:
         return list(OPTIMAL_NETWORKS[n])
     return [(i, i + 1) for rnd in range(n) for i in range(rnd % 2, n - 1, 2)]
 
 
 def median_network(n: int) -> list[tuple[int, int, bool, bool]]:
-    """The comparators of :func:`_comparators` that the median of ``n`` values depends on.
+    """The comparators of :func:`sorting_network` that the median of ``n`` values depends on.
 
     Returns ``(i, j, min_needed, max_needed)``: wire ``i`` receives the minimum and ``j``
     the maximum, each only when a later comparator or the median reads it (pruned
@@ -49,7 +52,7 @@ def median_network(n: int) -> list[tuple[int, int, bool, bool]]:
     """
     needed = {n // 2} if n % 2 else {n // 2 - 1, n // 2}
     kept = []
-    for i, j in reversed(_comparators(n)):
+    for i, j in reversed(sorting_network(n)):
         low, high = i in needed, j in needed
         if low or high:
             kept.append((i, j, low, high))

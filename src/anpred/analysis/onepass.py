@@ -34,21 +34,29 @@ this module does not know take the generic path, so every convention of
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from anpred.analysis.consensus import MedianNetwork, elementwise_median, work_dtype
+from anpred.analysis.consensus import (
+    MedianNetwork,
+    elementwise_median,
+    sorting_network,
+    work_dtype,
+)
 from anpred.analysis.metrics import BLOCK as metrics_block
 from anpred.analysis.metrics import (
     ZERO_NORM,
     Metric,
     _ratio,
     _spread_sorted,
+    block_sum_of_squares,
     channel_moment_difference,
     channel_moments,
+    l2_norm,
 )
 from anpred.analysis.ulp_keys import UlpKeys
 
@@ -100,16 +108,22 @@ def measure_anchor(
     names = [m.name for m in metrics]
     if fp64.size == 0 or not any(n in FUSED for n in names):
         return measure_generic(metrics, arrays, fp64)
-    with np.errstate(all="ignore"):  # float32 overflow of huge values is a result here
-        first = _first_pass(arrays, fp64)
-    if first is None:  # a NaN or inf somewhere: the generic path keeps its conventions
-        return measure_generic(metrics, arrays, fp64)
-    consensus = first[3]
     vs_c: dict[str, dict[str, float]] = {p: {} for p in arrays}
     vs_f: dict[str, dict[str, float]] = {p: {} for p in arrays}
     c_vs_f: dict[str, float] = {}
-    with np.errstate(all="ignore"):
-        _fused(names, arrays, fp64, first, vs_c, vs_f, c_vs_f)
+    kernels = _kernels()
+    with np.errstate(all="ignore"):  # float32 overflow of huge values is a result here
+        consensus = (
+            None if kernels is None else _compiled(kernels, names, arrays, fp64, vs_c, vs_f, c_vs_f)
+        )
+        if consensus is _GENERIC:
+            return measure_generic(metrics, arrays, fp64)
+        if consensus is None:  # not compiled, or a capture that is not float32-exact
+            first = _first_pass(arrays, fp64)
+            if first is None:  # a NaN or inf somewhere: the generic path's conventions
+                return measure_generic(metrics, arrays, fp64)
+            consensus = first[3]
+            _fused(names, arrays, fp64, first, vs_c, vs_f, c_vs_f)
     others = [m for m in metrics if m.name not in FUSED]
     if others:
         rest = _generic(others, arrays, fp64, consensus)
@@ -145,6 +159,79 @@ def _fused(
             "channel_moments", channel_moments, channel_moment_difference,
             arrays, fp64, vs_c, vs_f, c_vs_f,
         )  # fmt: skip
+
+
+_GENERIC = np.empty(0)
+"""What :func:`_compiled` returns for captures with a NaN or inf: the generic path's case."""
+
+
+def _kernels() -> Any:
+    """:mod:`anpred.analysis.compiled`, or ``None`` without numba or with ``ANPRED_NO_JIT``."""
+    if os.environ.get("ANPRED_NO_JIT"):
+        return None
+    try:
+        from anpred.analysis import compiled
+    except ImportError:  # numba missing: the NumPy path gives the same numbers
+        return None
+    return compiled
+
+
+def _compiled(
+    kernels: Any,
+    names: Sequence[str],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> np.ndarray | None:
+    """The built-in metrics among ``names`` by the compiled loops, written into the tables.
+
+    Returns:
+        The consensus; ``None`` (nothing written) when a capture is not float32-exact (the
+        NumPy path takes it); :data:`_GENERIC` when a value is NaN or inf.
+    """
+    size = fp64.size
+    narrow = np.empty((len(arrays), size), dtype=np.float32)
+    for row, x in zip(narrow, arrays.values(), strict=True):
+        if not kernels.round_to_float32(_flat64(x), row):
+            return None
+    norms = [l2_norm(x) for x in arrays.values()]  # as l2_norm sums: cosine needs it exact
+    consensus = np.empty(size)
+    network = np.array(sorting_network(len(arrays)), dtype=np.int64).reshape(-1, 2)
+    kernels.row_medians(narrow, network, consensus)
+    ref_squares = (block_sum_of_squares(consensus), block_sum_of_squares(fp64))
+    if not all(math.isfinite(v) for v in (*norms, *ref_squares)):
+        return _GENERIC
+    fp64_flat = _flat64(fp64)
+    chosen = [n for n in ELEMENTWISE if n in names]
+    if chosen:
+        ref_norms = [math.sqrt(v) for v in ref_squares]
+        row_norms = np.array([*norms, ref_norms[0], *ref_norms])
+        cosine = np.zeros((len(arrays) + 1, 2), dtype=np.bool_)
+        if "cosine" in chosen:
+            cosine[:] = (row_norms[:-2, None] != 0.0) & (np.array(ref_norms)[None, :] != 0.0)
+        out = kernels.row_sums(narrow, consensus, fp64_flat, row_norms, cosine, BLOCK)
+        rows = [*arrays, None]
+        sums = {r: [tuple(out[i, k]) for k in (0, 1)] for i, r in enumerate(rows)}
+        row_norm = {**dict(zip(arrays, norms, strict=True)), None: ref_norms[0]}
+        _write_elementwise(chosen, sums, row_norm, ref_squares, vs_c, vs_f, c_vs_f)
+    if "wasserstein" in names:  # last user of ``narrow``: sorts it in place
+        narrow.sort(axis=1)
+        sf, sc = np.sort(fp64_flat), np.empty(size)
+        totals, consensus_total = kernels.wasserstein_sums(narrow, network, sf, sc, BLOCK)
+        _write_wasserstein(arrays, totals, consensus_total, sc, sf, vs_c, vs_f, c_vs_f)
+    if "channel_moments" in names:
+        _distributional(
+            "channel_moments", channel_moments, channel_moment_difference,
+            arrays, fp64, vs_c, vs_f, c_vs_f,
+        )  # fmt: skip
+    return consensus.reshape(fp64.shape)
+
+
+def _flat64(x: np.ndarray) -> np.ndarray:
+    """``x`` as a flat C-contiguous float64 array (no copy when it is one already)."""
+    return np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
 
 
 def measure_generic(
@@ -297,23 +384,45 @@ def _elementwise(
                 if cos and cos_ok[r] and (nc if k == 0 else nf) != 0.0:
                     t = np.subtract(scaled[:n], unit, out=scratch[:n])
                     cosines[r][k] += _dot(t, t)
-    for r in rows:
-        for k, ref_norm in enumerate((nc, nf)):
+    sums = {
+        r: [(squares[r][k], largest[r][k], ulps[r][k], cosines[r][k]) for k in (0, 1)] for r in rows
+    }
+    _write_elementwise(chosen, sums, row_norm, ref_squares, vs_c, vs_f, c_vs_f)
+
+
+_Sums = dict[str | None, list[tuple[float, float, int, float]]]
+"""Per row (a participant, ``None`` for the consensus) and reference (0 = consensus,
+1 = fp64): Σ (x − ref)², max |x − ref|, max ULP32 and the cosine's Σ of squares."""
+
+
+def _write_elementwise(
+    chosen: Sequence[str],
+    sums: _Sums,
+    row_norm: Mapping[str | None, float],
+    ref_squares: tuple[float, float],
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """The element-wise metrics in ``chosen`` from their sums, by the generic rules."""
+    ref_norms = (math.sqrt(ref_squares[0]), math.sqrt(ref_squares[1]))
+    for r, per_ref in sums.items():
+        for k, (squares, largest, ulps, cosines) in enumerate(per_ref):
             if r is None and k == 0:
                 continue
             target = c_vs_f if r is None else (vs_c[r] if k == 0 else vs_f[r])
             if "rel_l2" in chosen:
-                target["rel_l2"] = _relative(squares[r][k], ref_squares[k])
+                target["rel_l2"] = _relative(squares, ref_squares[k])
             if "max_abs" in chosen:
-                target["max_abs"] = largest[r][k]
-            if ulp:
-                target["max_ulp"] = float(ulps[r][k])
-            if cos:
-                nx = row_norm[r]
+                target["max_abs"] = largest
+            if "max_ulp" in chosen:
+                target["max_ulp"] = float(ulps)
+            if "cosine" in chosen:
+                nx, ref_norm = row_norm[r], ref_norms[k]
                 if nx == 0.0 or ref_norm == 0.0:
                     target["cosine"] = 0.0 if nx == ref_norm else 1.0
                 else:
-                    target["cosine"] = 0.5 * cosines[r][k]
+                    target["cosine"] = 0.5 * cosines
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -372,12 +481,26 @@ def _wasserstein(
         np.subtract(cb, fb, out=d)
         np.abs(d, out=d)
         consensus_total += float(np.sum(d))
+    _write_wasserstein(arrays, totals, consensus_total, sc, sf, vs_c, vs_f, c_vs_f)
+
+
+def _write_wasserstein(
+    arrays: Mapping[str, np.ndarray],
+    totals: Sequence[Sequence[float]],
+    consensus_total: float,
+    sc: np.ndarray,
+    sf: np.ndarray,
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+) -> None:
+    """``metrics.wasserstein`` of every pair from its Σ |s − ref| and the sorted references."""
+    size = sf.size
     spread_c, spread_f = _spread_sorted(sc), _spread_sorted(sf)
-    totals_of = dict(zip(arrays, totals, strict=True))
-    for p, (to_c, to_f) in totals_of.items():
-        vs_c[p]["wasserstein"] = _ratio(to_c / size, spread_c)
-        vs_f[p]["wasserstein"] = _ratio(to_f / size, spread_f)
-    c_vs_f["wasserstein"] = _ratio(consensus_total / size, spread_f)
+    for p, (to_c, to_f) in zip(arrays, totals, strict=True):
+        vs_c[p]["wasserstein"] = _ratio(float(to_c) / size, spread_c)
+        vs_f[p]["wasserstein"] = _ratio(float(to_f) / size, spread_f)
+    c_vs_f["wasserstein"] = _ratio(float(consensus_total) / size, spread_f)
 
 
 def _distributional(
