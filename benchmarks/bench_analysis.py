@@ -5,7 +5,9 @@ the fp32 reference and five participants whose captures differ from it by fp32-s
 noise, plus the fp64 reference. "Aligned anchor data" counts the participants' aligned
 float64 captures (6 x 8 bytes per element); the fp64 reference is read but not counted.
 Generating the captures is not timed. Alignment (a float32 NHWC capture to NCHW float64)
-is timed separately. ``--generic`` times the same data through the generic per-metric
+is timed separately. Phase 1 runs the kernel's compiled loops when numba is installed
+(``ANPRED_NO_JIT=1``: its NumPy path); both paths are also timed against each other,
+interleaved. ``--generic`` times the same data through the generic per-metric
 path as well (each metric on its own through the registry, as before the one-pass kernel
 of :mod:`anpred.analysis.onepass`) and prints the ratio of the two, measured in one run.
 The capture reader (CRC-checked ``np.load`` vs the direct read of stored members) and the
@@ -121,6 +123,30 @@ def time_phases() -> dict[str, float]:
     return steps
 
 
+def time_paths(rounds: int = 3) -> dict[str, float] | None:
+    """CPU seconds per input of the one-pass kernel on its two paths, interleaved.
+
+    ``compiled``: the numba loops (:mod:`anpred.analysis.compiled`); ``numpy``: the NumPy
+    blocks (``ANPRED_NO_JIT``). All anchors, one input, ``rounds`` times each. ``None``
+    without numba.
+    """
+    if onepass._kernels() is None:
+        return None
+    metrics = [get_metric(n) for n in metric_names()]
+    data = [synthetic_captures(shape, seed=0) for shape in ANCHOR_SHAPES.values()]
+    times = {"compiled": 0.0, "numpy": 0.0}
+    for _ in range(rounds):
+        for path in times:
+            if path == "numpy":
+                os.environ["ANPRED_NO_JIT"] = "1"
+            start = time.process_time()
+            for captures, fp64 in data:
+                onepass.measure_anchor(metrics, captures, fp64)
+            times[path] += (time.process_time() - start) / rounds
+            os.environ.pop("ANPRED_NO_JIT", None)
+    return times
+
+
 def time_side_paths(rounds: int = 3) -> dict[str, tuple[float, float]]:
     """CPU seconds (old, new) of the reader and the Polygraphy baseline, interleaved.
 
@@ -185,7 +211,16 @@ def main() -> None:
             f"one pass is {generic_cpu / cpu_seconds:.2f}x faster (CPU), "
             f"{generic_wall / assess_seconds:.2f}x (wall, phase 1)"
         )
-    print("one-pass kernel, all anchors, one input (CPU ms):")
+    paths = time_paths()
+    if paths is None:
+        print("one-pass kernel: NumPy path (numba is not installed)")
+    else:
+        compiled, numpy_path = paths["compiled"], paths["numpy"]
+        print(
+            f"one-pass kernel, all anchors, one input: compiled {compiled * 1e3:.0f} ms, "
+            f"NumPy path {numpy_path * 1e3:.0f} ms ({numpy_path / compiled:.2f}x, CPU, interleaved)"
+        )
+    print("one-pass kernel, NumPy path, all anchors, one input (CPU ms):")
     for step, seconds in time_phases().items():
         print(f"  {step:40s} {seconds * 1e3:7.1f}")
     print("generic path: one metric on one pair, all anchors, one input:")

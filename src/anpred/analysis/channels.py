@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from scipy.spatial.distance import cdist
 
 QUANTILES = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 """Quantiles in a channel's statistical descriptor (besides mean, std, min, max)."""
@@ -147,6 +145,11 @@ def infer_channel_permutation(
     channels = capture.shape[axis]
     if channels <= 1:
         return ChannelPermutation(np.arange(channels), axis, 1.0, (), descriptor)
+    # imported here: scipy.optimize takes ~0.5 s to import, which every analysis process
+    # (alignment imports this module) paid though only channel matching needs it
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
     cost = cdist(
         channel_descriptors(reference, axis, descriptor),
         channel_descriptors(capture, axis, descriptor),

@@ -25,6 +25,8 @@ NumPy path runs. Both give the same numbers:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numba import njit
 
@@ -278,3 +280,19 @@ def wasserstein_sums(
         totals += block_sums
         consensus_total += consensus_sum
     return totals, consensus_total
+
+
+KERNELS = (round_to_float32, row_medians, row_sums, wasserstein_sums)
+"""The entry points :mod:`anpred.analysis.onepass` calls."""
+
+
+def cached() -> bool:
+    """Whether every kernel has an entry in numba's cache (compiled here before).
+
+    Reads numba's cache bookkeeping (``_cache._cache_file._index_path``); should that
+    change, answers True (the kernels still compile or load, only unannounced).
+    """
+    try:
+        return all(Path(k._cache._cache_file._index_path).exists() for k in KERNELS)
+    except AttributeError:
+        return True

@@ -9,7 +9,7 @@ a Ray task when the campaign runs on Ray (:func:`analyse_run`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +36,9 @@ from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
 from anpred.pipeline.run import model_job, resume_workers, run
 from anpred.pipeline.transforms import plan_transforms
+from anpred.progress import Say
 from anpred.store import EvalStore, RunStore, safe_name
 from anpred.store.summary import Summary
-
-Say = Callable[[str], None]
 
 
 @dataclass

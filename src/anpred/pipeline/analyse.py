@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from anpred.participants import REFERENCE32, REFERENCE64
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, observer_summary
+from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.summary import (
     Anchor,
@@ -49,12 +50,6 @@ from anpred.store.summary import (
     Propagation,
     Summary,
 )
-
-Say = Callable[[str], None]
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def _clean(value: Any) -> Any:
@@ -306,7 +301,7 @@ def _gather(
 
 def analyse(
     run_dir: Path,
-    say: Say = _quiet,
+    say: Say = quiet,
     params: OracleParams | None = None,
     processes: int = 1,
 ) -> Summary:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 from anpred.analysis.calibration import RULE, VERSION, Calibration
 from anpred.errors import UsageError
 from anpred.participants import REFERENCE32, Participant
+from anpred.progress import Say
 
 if TYPE_CHECKING:
     from anpred.interchange.export import AnchoredExport
     from anpred.pipeline.options import RunOptions
 
-Say = Callable[[str], None]
 
 FOLDER = "calibrations"
 """Folder of the calibration cache under ``$ANPRED_CACHE``."""

@@ -48,20 +48,16 @@ from anpred.errors import UsageError
 from anpred.execution.pool import WorkerResult
 from anpred.participants import REFERENCE32, REFERENCE64, Participant
 from anpred.pipeline.evidence import RunEvidence, collect
+from anpred.progress import Say, quiet
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 
-Say = Callable[[str], None]
 #: Runs the workers of some participants on some inputs (``run.execute`` with its settings).
 Execute = Callable[[list[str], list[Participant]], dict[str, WorkerResult]]
 
 #: Inputs per chunk by default: runs of up to this many inputs go in one go, as before.
 #: yolov8n, six libraries: ~9 GB of captures at the peak of a chunk.
 DEFAULT_CHUNK = 32
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def check_chunk(size: int) -> int:
@@ -188,7 +184,7 @@ def _analyse_chunk(
     from anpred.pipeline.collect_pool import collect_inputs
 
     ev = collect_inputs(
-        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, _quiet, processes
+        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, quiet, processes
     )
     statistics.save_chunk(store, ev, params.metric_names(), names, ids)
     keep = candidate_anchors(ev, params, ids)

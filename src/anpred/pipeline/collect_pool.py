@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from anpred.analysis import onepass
 from anpred.analysis.oracle import OracleParams
-from anpred.pipeline.evidence import RunEvidence, Say, collect
+from anpred.pipeline.evidence import RunEvidence, collect
 from anpred.pipeline.statistics import merge
+from anpred.progress import Say, quiet
 from anpred.store import RunStore
 
 MIN_BYTES = 64 << 20
@@ -32,10 +34,6 @@ MIN_BYTES = 64 << 20
 stays in one process. Starting a ``spawn`` process that imports NumPy and anpred's analysis
 took ~0.6 s here, about what the pass needs for ~60 MB of captures (yolov8n: 280 MB per
 input with six libraries and the fp64 reference, 2.1 s per input)."""
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 def _ignore_interrupt() -> None:
@@ -69,7 +67,7 @@ def _one(
     """
     try:
         return collect(
-            run_dir, participants, reference64, reference32, anchors, [input_id], params, _quiet
+            run_dir, participants, reference64, reference32, anchors, [input_id], params, quiet
         )
     except Exception:  # noqa: BLE001 - see above
         return None
@@ -103,6 +101,7 @@ def collect_inputs(
         The records, as one pass over ``input_ids`` in order gathers them.
     """
     input_ids = list(input_ids)
+    onepass.prepare(say)  # compiled (or loaded) here once, then loaded by every process
     processes = min(processes, len(input_ids))
     if (
         processes < 2

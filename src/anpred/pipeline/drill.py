@@ -27,6 +27,7 @@ from anpred.errors import UsageError
 from anpred.execution.transform import TRANSFORMS_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import REFERENCE32, REFERENCE64, Participant, parse_participant
+from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
 from anpred.store.summary_drill import DrillDown
@@ -42,12 +43,6 @@ if TYPE_CHECKING:
     from anpred.interchange.drill_graph import DrillGraph
     from anpred.store.participant import ParticipantStore
     from anpred.store.summary import Summary
-
-Say = Callable[[str], None]
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
@@ -120,6 +115,7 @@ def _packed_inputs(
     graph: DrillGraph,
     input_ids: Sequence[str],
     regenerate: Regenerate | None = None,
+    say: Say = quiet,
 ) -> dict[str, np.ndarray]:
     """Each input's packed stage inputs, from the fp64 reference's captures.
 
@@ -128,7 +124,8 @@ def _packed_inputs(
     ``regenerate`` (the fp64 reference run again on the run's own model), a batch of
     :data:`REGENERATE_BATCH` inputs at a time. The fp64 reference is deterministic on one
     machine, so they are the values it captured (tests/pipeline/test_chunks.py: the same
-    drill-down as a run in one go).
+    drill-down as a run in one go). Inputs it could not compute again are left out, and
+    ``say`` says which.
     """
     reference = run_store.participant(REFERENCE64)
     needed = {i.anchor for i in graph.inputs if i.anchor is not None}
@@ -156,7 +153,20 @@ def _packed_inputs(
             for input_id in batch:
                 if source.capture_done(input_id):
                     pack(input_id, source.load_capture(input_id))
+        lost = [i for i in regenerated if i not in packed]
+        if lost:
+            say(
+                f"drill-down: the fp64 reference did not compute the stage inputs of "
+                f"{len(lost)} of {len(regenerated)} pruned inputs again ({_listed(lost)}); "
+                f"the drill-down judges the other {len(packed)} inputs"
+            )
     return {i: packed[i] for i in input_ids if i in packed}
+
+
+def _listed(names: Sequence[str], shown: int = 3) -> str:
+    """The first ``shown`` names, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _regenerator(
@@ -283,7 +293,7 @@ def run_drill(
     run_dir: Path,
     participants: Sequence[Participant],
     summary: Summary,
-    say: Say = _quiet,
+    say: Say = quiet,
     threads: int = 1,
     parallel: int = 2,
     timeout: float | None = None,
@@ -366,7 +376,7 @@ def run_drill(
     drill.run.write_export(drill_export.to_dict())
     input_ids = summary.input_ids
     regenerate = _regenerator(run_store, drill, say, threads, timeout, env, executor)
-    packed = _packed_inputs(run_store, graph, input_ids, regenerate)
+    packed = _packed_inputs(run_store, graph, input_ids, regenerate, say)
     drill.remove_reference_run()
     if not packed:
         return done(DrillDown((), reason="the fp64 reference has no capture to start from"))

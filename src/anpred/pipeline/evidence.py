@@ -7,7 +7,7 @@ whole run. The pass returns small records only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,8 @@ from anpred.errors import UsageError
 from anpred.localization._plain import plain_float
 from anpred.localization.dimension import dimension_profile, elementwise_error
 from anpred.localization.stage_error import IntroducedErrors
+from anpred.progress import Say
 from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
-
-Say = Callable[[str], None]
 
 
 @dataclass

@@ -22,16 +22,15 @@ run (``anpred eval``'s fault runs share the clean run's captures) are not pruned
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.progress import Say, quiet
 from anpred.store import CAPTURE, ISOLATED, ParticipantStore, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 from anpred.store.summary import Summary
-
-Say = Callable[[str], None]
 
 #: ``--keep-captures`` values: keep every capture, or only those needed later (default).
 KEEP_ALL, KEEP_NEEDED = "all", "needed"
@@ -39,10 +38,6 @@ KEEP_MODES = (KEEP_ALL, KEEP_NEEDED)
 DEFAULT_KEEP = KEEP_NEEDED
 #: What a run judged from its statistics cannot re-derive (said in one line).
 NOT_REDERIVED = "metrics it did not compute, another alignment, numbers of changed metric code"
-
-
-def _quiet(_message: str) -> None:
-    return None
 
 
 def check_keep(mode: str) -> str:
@@ -106,7 +101,7 @@ def _remove_rewritten_graphs(folders: Iterable[ParticipantStore]) -> int:
     return freed
 
 
-def prune_run(run_dir: Path, summary: Summary, say: Say = _quiet) -> dict[str, Any] | None:
+def prune_run(run_dir: Path, summary: Summary, say: Say = quiet) -> dict[str, Any] | None:
     """Prune a judged run's captures to those :func:`needed_anchors` names; write and return
     the prune record (``None``: the run has no statistics to be judged again from, so
     nothing is pruned). Idempotent: a resumed run prunes what its new findings allow.
@@ -166,7 +161,7 @@ def _chunked(store: RunStore) -> bool:
     return bool((read_prune_record(store) or {}).get("chunked"))
 
 
-def prune_runs(run_dirs: Iterable[Path], say: Say = _quiet) -> int:
+def prune_runs(run_dirs: Iterable[Path], say: Say = quiet) -> int:
     """Prune every judged run of ``run_dirs`` (:func:`prune_run`); return how many were."""
     count = 0
     for run_dir in run_dirs:

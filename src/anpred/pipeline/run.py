@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -41,11 +41,10 @@ from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
 from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
+from anpred.progress import Say
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
 from anpred.store.files import PrunedCaptureError
 from anpred.store.summary import Summary
-
-Say = Callable[[str], None]
 
 
 @dataclass

@@ -7,7 +7,7 @@ per participant and anchor, how the deviation from fp64 changes with the input s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,9 @@ from anpred.errors import UsageError
 from anpred.localization.sweep import sweep_by_anchor
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.run import run
+from anpred.progress import Say
 from anpred.store import SweepStore
 from anpred.store.summary import Summary
-
-Say = Callable[[str], None]
 
 
 def sweep(
