@@ -26,6 +26,12 @@ and demands maxima and channel moments exactly. Norms are summed exactly as
 :func:`~anpred.analysis.metrics.l2_norm` sums them: cosine distance amplifies a one-ulp
 change of a norm to ~1e-9 relative.
 
+**Two paths.** Where every capture holds float32 values, the loops of
+:mod:`anpred.analysis.compiled` (numba) do the above element by element, each capture read
+once per pass (their sums differ from this module's NumPy blocks by a few float64 roundings,
+~1e-15 relative; the tests run every case on both paths). Other captures, a missing numba
+or ``ANPRED_NO_JIT=1`` take the NumPy blocks below.
+
 Arrays with a NaN or inf (their sum of squares is not finite), empty arrays and metrics
 this module does not know take the generic path, so every convention of
 :mod:`anpred.analysis.metrics` holds unchanged.
