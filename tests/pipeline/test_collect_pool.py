@@ -60,3 +60,31 @@ def test_a_damaged_capture_raises_as_the_one_pass_does(tmp_path, monkeypatch) ->
     damaged.write_bytes(damaged.read_bytes()[:100])  # truncated
     with pytest.raises(DamagedRunError):
         analyse(run, processes=2)
+
+
+def test_large_runs_use_the_compiled_loops_with_the_findings_of_the_numpy_path(
+    tmp_path, monkeypatch
+) -> None:
+    from anpred.analysis import onepass
+
+    if onepass._kernels() is None:
+        pytest.skip("numba is not installed")
+    numpy_path, serial, pooled = (_copy(tmp_path, n) for n in ("numpy", "serial", "pooled"))
+    calls: list[int] = []
+    compiled = onepass._compiled
+    monkeypatch.setattr(onepass, "_compiled", lambda *a: calls.append(1) or compiled(*a))
+    expected = analyse(numpy_path, processes=1).to_dict()  # a tiny run: the NumPy path
+    assert not calls
+    monkeypatch.setattr(collect_pool, "COMPILED_MIN_BYTES", 0)  # as if it were large
+    one = analyse(serial, processes=1).to_dict()
+    assert calls  # this process used the compiled loops
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    two = analyse(pooled, processes=2).to_dict()  # its processes are told to use them
+    assert _statistics(pooled) == _statistics(serial)
+    assert _judged(two) == _judged(one)
+
+    def found(summary: dict) -> list[tuple[str, str, str]]:
+        return [(f["participant"], f["anchor"], f["input"]) for f in summary["findings"]]
+
+    assert found(one) == found(expected) and found(one)
+    assert onepass._compiled_wanted  # restored after each pass

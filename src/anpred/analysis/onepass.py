@@ -29,8 +29,8 @@ change of a norm to ~1e-9 relative.
 **Two paths.** Where every capture holds float32 values, the loops of
 :mod:`anpred.analysis.compiled` (numba) do the above element by element, each capture read
 once per pass (their sums differ from this module's NumPy blocks by a few float64 roundings,
-~1e-15 relative; the tests run every case on both paths). Other captures, a missing numba
-or ``ANPRED_NO_JIT=1`` take the NumPy blocks below.
+~1e-15 relative; the tests run every case on both paths). Other captures, small runs
+(:func:`use_compiled`), a missing numba or ``ANPRED_NO_JIT=1`` take the NumPy blocks below.
 
 Arrays with a NaN or inf (their sum of squares is not finite), empty arrays and metrics
 this module does not know take the generic path, so every convention of
@@ -172,9 +172,29 @@ _GENERIC = np.empty(0)
 """What :func:`_compiled` returns for captures with a NaN or inf: the generic path's case."""
 
 
+_compiled_wanted = True
+"""Whether this process may use the compiled loops (:func:`use_compiled`)."""
+
+
+def use_compiled(wanted: bool) -> bool:
+    """Let :func:`measure_anchor` use the compiled loops in this process, or not.
+
+    Loading them costs a process ~0.9 s (numba's import and the cached code), which a pass
+    over little data does not earn back (:data:`anpred.pipeline.collect_pool.COMPILED_MIN_BYTES`).
+
+    Returns:
+        The previous setting (to restore it).
+    """
+    global _compiled_wanted
+    previous, _compiled_wanted = _compiled_wanted, wanted
+    return previous
+
+
 def _kernels() -> Any:
-    """:mod:`anpred.analysis.compiled`, or ``None`` without numba or with ``ANPRED_NO_JIT``."""
-    if os.environ.get("ANPRED_NO_JIT"):
+    """:mod:`anpred.analysis.compiled`, or ``None`` without numba, with ``ANPRED_NO_JIT`` or
+    after ``use_compiled(False)``.
+    """
+    if not _compiled_wanted or os.environ.get("ANPRED_NO_JIT"):
         return None
     try:
         from anpred.analysis import compiled
@@ -188,17 +208,16 @@ COMPILE_SECONDS = 15
 
 
 def prepare(say: Callable[[str], None]) -> None:
-    """Compile the loops, or load them from numba's cache, in this process, before a pass.
+    """Compile the loops in this process when numba's cache does not hold them yet.
 
     Processes started afterwards (the analysis pool) then load them from the cache
-    instead of each compiling them. Says so when they are compiled (once per machine and
+    instead of each compiling them. Says so when it compiles (once per machine and
     version of :mod:`anpred.analysis.compiled`).
     """
     kernels = _kernels()
-    if kernels is None:
-        return
-    if not kernels.cached():
-        say(f"  compiling the analysis kernels (once per machine, about {COMPILE_SECONDS} s)")
+    if kernels is None or kernels.cached():
+        return  # loaded where they are first used
+    say(f"  compiling the analysis kernels (once per machine, about {COMPILE_SECONDS} s)")
     values = np.arange(8.0).reshape(1, 2, 4)
     names = (*ELEMENTWISE, "wasserstein", "channel_moments")
     measure_anchor([get_metric(n) for n in names], {"a": values, "b": values}, values)

@@ -35,6 +35,13 @@ stays in one process. Starting a ``spawn`` process that imports NumPy and anpred
 took ~0.6 s here, about what the pass needs for ~60 MB of captures (yolov8n: 280 MB per
 input with six libraries and the fp64 reference, 2.1 s per input)."""
 
+COMPILED_MIN_BYTES = 1 << 30
+"""Captures (bytes on disk) from which a pass uses the compiled loops of
+:mod:`anpred.analysis.compiled`. Measured on yolov8n (8 inputs, 6 libraries, 2.2 GB): they
+save ~1.8 CPU s per GB, and loading them costs ~0.9 s in every process that analyses
+(numba's import 0.4 s, the cached code 0.5 s): below ~1 GB, analysed in two processes, the
+NumPy path is cheaper (a tiny run: 1.1 s instead of 1.9 s)."""
+
 
 def _ignore_interrupt() -> None:
     """In each process: Ctrl-C is the driver's to handle (it stops the pool), so that the
@@ -61,10 +68,13 @@ def _one(
     anchors: Sequence[str],
     input_id: str,
     params: OracleParams,
+    compiled: bool,
 ) -> RunEvidence | None:
     """One input's records; ``None`` when collecting it failed (the driver collects it
     again and raises what the one pass raises: no exception has to travel back).
+    ``compiled``: whether to use the compiled loops (:data:`COMPILED_MIN_BYTES`).
     """
+    onepass.use_compiled(compiled)
     try:
         return collect(
             run_dir, participants, reference64, reference32, anchors, [input_id], params, quiet
@@ -101,17 +111,43 @@ def collect_inputs(
         The records, as one pass over ``input_ids`` in order gathers them.
     """
     input_ids = list(input_ids)
-    onepass.prepare(say)  # compiled (or loaded) here once, then loaded by every process
     processes = min(processes, len(input_ids))
-    if (
-        processes < 2
-        # the first input's captures, times the inputs: what the pass will read
-        or _capture_bytes(run_dir, [reference64, *participants], input_ids[0]) * len(input_ids)
-        < MIN_BYTES
-    ):
-        return collect(
-            run_dir, participants, reference64, reference32, anchors, input_ids, params, say
-        )
+    # the first input's captures, times the inputs: what the pass will read
+    work = (
+        _capture_bytes(run_dir, [reference64, *participants], input_ids[0]) * len(input_ids)
+        if input_ids
+        else 0
+    )
+    compiled = work >= COMPILED_MIN_BYTES
+    previous = onepass.use_compiled(compiled)
+    try:
+        if compiled:
+            onepass.prepare(say)  # compiled here once, then loaded by every process
+        if processes < 2 or work < MIN_BYTES:
+            return collect(
+                run_dir, participants, reference64, reference32, anchors, input_ids, params, say
+            )
+        return _in_processes(
+            run_dir, participants, reference64, reference32, anchors, input_ids, params, say,
+            processes, compiled,
+        )  # fmt: skip
+    finally:
+        onepass.use_compiled(previous)
+
+
+def _in_processes(
+    run_dir: Path,
+    participants: Sequence[str],
+    reference64: str,
+    reference32: str,
+    anchors: Sequence[str],
+    input_ids: list[str],
+    params: OracleParams,
+    say: Say,
+    processes: int,
+    compiled: bool,
+) -> RunEvidence:
+    """:func:`collect_inputs` in ``processes`` processes, one input per task."""
     say(f"  analyse {len(input_ids)} inputs in {processes} processes")
     parts: dict[str, RunEvidence] = {}
     pool: ProcessPoolExecutor | None = None
@@ -131,6 +167,7 @@ def collect_inputs(
                 list(anchors),
                 i,
                 params,
+                compiled,
             ): i
             for i in input_ids
         }
