@@ -127,8 +127,8 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
     """CPU seconds per input of the one-pass kernel on its two paths, interleaved.
 
     ``compiled``: the numba loops (:mod:`anpred.analysis.compiled`); ``numpy``: the NumPy
-    blocks (``ANPRED_NO_JIT``). All anchors, one input, ``rounds`` times each. ``None``
-    without numba.
+    blocks (``onepass.use_compiled(False)``). All anchors, one input, ``rounds`` times
+    each. ``None`` without numba.
     """
     if onepass._kernels() is None:
         return None
@@ -137,13 +137,12 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
     times = {"compiled": 0.0, "numpy": 0.0}
     for _ in range(rounds):
         for path in times:
-            if path == "numpy":
-                os.environ["ANPRED_NO_JIT"] = "1"
+            previous = onepass.use_compiled(path == "compiled")
             start = time.process_time()
             for captures, fp64 in data:
                 onepass.measure_anchor(metrics, captures, fp64)
             times[path] += (time.process_time() - start) / rounds
-            os.environ.pop("ANPRED_NO_JIT", None)
+            onepass.use_compiled(previous)
     return times
 
 
