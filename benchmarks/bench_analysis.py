@@ -130,7 +130,7 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
     blocks (``onepass.use_compiled(False)``). All anchors, one input, ``rounds`` times
     each. ``None`` without numba.
     """
-    if onepass._kernels() is None:
+    if onepass.kernels() is None:
         return None
     metrics = [get_metric(n) for n in metric_names()]
     data = [synthetic_captures(shape, seed=0) for shape in ANCHOR_SHAPES.values()]

@@ -19,6 +19,17 @@ def test_float32_capture_is_cast_and_the_cast_recorded():
     assert aligned.steps == ("cast float32->float64",)
 
 
+def test_keep_float32_keeps_a_float32_capture_and_only_that():
+    ref = _reference((1, 3, 4, 5))
+    nhwc = ref.transpose(0, 2, 3, 1).astype(np.float32)
+    kept = align(nhwc, ref.shape, "NHWC", keep_float32=True)
+    assert kept.values.dtype == np.float32 and kept.values.flags.c_contiguous
+    assert np.array_equal(kept.values, ref)
+    assert kept.steps == align(nhwc, ref.shape, "NHWC").steps  # the cast is still named
+    half = align(ref.astype(np.float16), ref.shape, keep_float32=True)
+    assert half.values.dtype == np.float64  # other dtypes are cast as before
+
+
 def test_float64_capture_in_reference_form_needs_no_step():
     ref = _reference((2, 3))
     assert align(ref, ref.shape).steps == ()

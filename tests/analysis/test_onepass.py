@@ -25,7 +25,7 @@ def path(request, monkeypatch):
         monkeypatch.setenv("ANPRED_NO_JIT", "1")
     else:
         monkeypatch.delenv("ANPRED_NO_JIT", raising=False)
-        if onepass._kernels() is None:
+        if onepass.kernels() is None:
             pytest.skip("numba is not installed")
     return request.param
 

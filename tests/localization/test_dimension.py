@@ -104,3 +104,67 @@ def test_elementwise_error():
     np.testing.assert_array_equal(elementwise_error(x, np.array([1.5, 1.0])), [0.5, 1.0])
     with pytest.raises(UsageError):
         elementwise_error(x, np.zeros(3))
+
+
+def _loops():
+    from anpred.analysis import onepass
+
+    loops = onepass.kernels()
+    if loops is None:
+        pytest.skip("numba is not installed")
+    return loops
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis"),
+    [
+        ((1, 16, 20, 24), 1),  # NCHW
+        ((2, 7, 9, 5), 1),  # a batch, odd sides
+        ((1, 84, 300), 1),  # NCL (a detection head)
+        ((2, 12, 48), -1),  # tokens: N, L, D
+        ((3, 10), 1),  # no spatial axes
+        ((1, 4, 3, 5, 6), 1),  # NCDHW
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_compiled_profile_is_numpys(shape, axis, dtype):
+    """difference_profile (one compiled pass over x and ref) against dimension_profile of
+    the error tensor: its sums are added in another order, so the means agree to rounding
+    (measured ≤ 2e-15 relative here; 1e-12 allowed, the one-pass kernel's bound), the
+    top channels and the ``None``/value pattern exactly."""
+    from anpred.localization.dimension import difference_profile
+
+    rng = np.random.default_rng(11)
+    ref = rng.standard_normal(shape)
+    x = (ref * (1 + 1e-6 * rng.standard_normal(shape))).astype(dtype)
+    x.reshape(-1)[: x.size // 7] += 1e-3  # a region with more error
+    got = difference_profile(x, ref, _loops(), channel_axis=axis).to_dict()
+    expected = dimension_profile(elementwise_error(x, ref), channel_axis=axis).to_dict()
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert got[key] == pytest.approx(value, rel=1e-12, abs=0), key
+        elif key == "per_channel":
+            np.testing.assert_allclose(got[key], value, rtol=1e-12, atol=0)
+        else:
+            assert got[key] == value, key
+
+
+def test_the_compiled_profile_refuses_what_numpy_refuses():
+    from anpred.localization.dimension import difference_profile
+
+    loops = _loops()
+    ref = np.ones((1, 3, 4, 4))
+    for bad in (np.nan, np.inf):
+        x = ref.copy()
+        x[0, 1, 2, 2] = bad
+        with pytest.raises(UsageError, match="finite"):
+            difference_profile(x, ref, loops)
+    with pytest.raises(UsageError, match="shapes differ"):
+        difference_profile(ref, np.ones((1, 3, 4, 5)), loops)
+    with pytest.raises(UsageError, match="batch and a channel"):
+        difference_profile(np.ones(5), np.ones(5), loops)
+    # a channel axis the loops do not cover (the middle of four) takes NumPy's path
+    x = ref + np.arange(16.0).reshape(1, 1, 4, 4) * 1e-7
+    got = difference_profile(x, ref, loops, channel_axis=2).to_dict()
+    assert got == dimension_profile(elementwise_error(x, ref), channel_axis=2).to_dict()

@@ -48,6 +48,10 @@ def test_introduced_errors_are_relative_l2_bit_for_bit():
     errors = IntroducedErrors(ref)
     assert [errors(x) for x in cases] == [relative_l2(x, ref) for x in cases]
     assert errors(nan) == errors(inf) == math.inf
+    # float32 stage outputs are taken as they are (the analysis keeps them float32)
+    assert [errors(x) for x in (near, nan, inf)] == [
+        errors(x.astype(np.float64)) for x in (near, nan, inf)
+    ]
     zero = IntroducedErrors(np.zeros(2))  # the zero-reference rule holds too
     assert zero(np.zeros(2)) == 0.0 and zero(np.array([0.0, 2.0])) == math.inf
     with pytest.raises(UsageError, match="shapes differ"):

@@ -67,7 +67,7 @@ def test_large_runs_use_the_compiled_loops_with_the_findings_of_the_numpy_path(
 ) -> None:
     from anpred.analysis import onepass
 
-    if onepass._kernels() is None:
+    if onepass.kernels() is None:
         pytest.skip("numba is not installed")
     numpy_path, serial, pooled = (_copy(tmp_path, n) for n in ("numpy", "serial", "pooled"))
     calls: list[int] = []

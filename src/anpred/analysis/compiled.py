@@ -282,7 +282,53 @@ def wasserstein_sums(
     return totals, consensus_total
 
 
-KERNELS = (round_to_float32, row_medians, row_sums, wasserstein_sums)
+PROFILE_SUMS = {"nsz", "reassoc", "contract"}
+"""fastmath flags of :func:`error_profile`: its sums may reorder (so that they vectorize);
+NaN and inf are kept (they are what the profile's check looks for)."""
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=PROFILE_SUMS)
+def error_profile(
+    x: np.ndarray, ref: np.ndarray, channel_last: bool, per_channel: np.ndarray, spatial: np.ndarray
+) -> float:
+    """Sum ``|x − ref|`` per channel and per position, without forming the error tensor.
+
+    Args:
+        x: The capture, B × A × S (float32 or float64).
+        ref: The reference, B × A × S (float64).
+        channel_last: Channels on the last axis (S; positions on A), else on A (positions
+            on S).
+        per_channel: Output, zeroed: the sum per channel (float64).
+        spatial: Output, zeroed: the sum per position over batch and channels (float64).
+
+    Returns:
+        The sum of every error: NaN or inf when an error is not finite (or the sum
+        overflows), which the caller reads as "no profile".
+    """
+    nb, na, ns = x.shape
+    total = 0.0
+    for b in range(nb):
+        for a in range(na):
+            if channel_last:
+                row = 0.0
+                for s in range(ns):
+                    e = abs(np.float64(x[b, a, s]) - ref[b, a, s])
+                    per_channel[s] += e
+                    row += e
+                spatial[a] += row
+                total += row
+            else:
+                row = 0.0
+                for s in range(ns):
+                    e = abs(np.float64(x[b, a, s]) - ref[b, a, s])
+                    spatial[s] += e
+                    row += e
+                per_channel[a] += row
+                total += row
+    return total
+
+
+KERNELS = (round_to_float32, row_medians, row_sums, wasserstein_sums, error_profile)
 """The entry points :mod:`anpred.analysis.onepass` calls."""
 
 

@@ -118,10 +118,10 @@ def measure_anchor(
     vs_c: dict[str, dict[str, float]] = {p: {} for p in arrays}
     vs_f: dict[str, dict[str, float]] = {p: {} for p in arrays}
     c_vs_f: dict[str, float] = {}
-    kernels = _kernels()
+    loops = kernels()
     with np.errstate(all="ignore"):  # float32 overflow of huge values is a result here
         consensus = (
-            None if kernels is None else _compiled(kernels, names, arrays, fp64, vs_c, vs_f, c_vs_f)
+            None if loops is None else _compiled(loops, names, arrays, fp64, vs_c, vs_f, c_vs_f)
         )
         if consensus is _GENERIC:
             return measure_generic(metrics, arrays, fp64)
@@ -190,7 +190,7 @@ def use_compiled(wanted: bool) -> bool:
     return previous
 
 
-def _kernels() -> Any:
+def kernels() -> Any:
     """:mod:`anpred.analysis.compiled`, or ``None`` without numba, with ``ANPRED_NO_JIT`` or
     after ``use_compiled(False)``.
     """
@@ -214,13 +214,14 @@ def prepare(say: Callable[[str], None]) -> None:
     instead of each compiling them. Says so when it compiles (once per machine and
     version of :mod:`anpred.analysis.compiled`).
     """
-    kernels = _kernels()
-    if kernels is None or kernels.cached():
+    loops = kernels()
+    if loops is None or loops.cached():
         return  # loaded where they are first used
     say(f"  compiling the analysis kernels (once per machine, about {COMPILE_SECONDS} s)")
     values = np.arange(8.0).reshape(1, 2, 4)
     names = (*ELEMENTWISE, "wasserstein", "channel_moments")
     measure_anchor([get_metric(n) for n in names], {"a": values, "b": values}, values)
+    loops.error_profile(values, values, False, np.zeros(2), np.zeros(4))  # the dimension records
 
 
 def _compiled(

@@ -14,11 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from anpred.analysis import onepass
 from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
 from anpred.errors import UsageError
 from anpred.localization._plain import plain_float
-from anpred.localization.dimension import dimension_profile, elementwise_error
+from anpred.localization.dimension import (
+    difference_profile,
+    dimension_profile,
+    elementwise_error,
+)
 from anpred.localization.stage_error import IntroducedErrors
 from anpred.progress import Say
 from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
@@ -47,8 +52,12 @@ def _dimension_record(x: np.ndarray, ref: np.ndarray) -> dict[str, Any] | None:
     if x.ndim < 2 or x.shape[1] < 2:
         return None
     axis = 1 if x.ndim != 3 or x.shape[1] > x.shape[2] or x.ndim == 4 else -1
+    loops = onepass.kernels()  # the compiled loops when this pass uses them
     try:
-        profile = dimension_profile(elementwise_error(x, ref), channel_axis=axis)
+        if loops is None:
+            profile = dimension_profile(elementwise_error(x, ref), channel_axis=axis)
+        else:
+            profile = difference_profile(x, ref, loops, channel_axis=axis)
     except UsageError:  # x (or the reference) not finite: no profile
         return None
     return {
@@ -110,7 +119,10 @@ def collect(
                         result.dimension[(p, anchor, input_id)] = dim
                     iso = isolated.get(p)
                     if iso is not None:
-                        xi = align(iso[anchor], fp64.shape, iso.layout(anchor)).values
+                        # float32 kept: the introduced error is summed in float64 by blocks
+                        xi = align(
+                            iso[anchor], fp64.shape, iso.layout(anchor), keep_float32=True
+                        ).values
                         introduced = introduced or IntroducedErrors(fp64)
                         result.introduced.setdefault((p, input_id), {})[anchor] = introduced(xi)
                 if reference32 not in aligned or len(aligned) < 2:
