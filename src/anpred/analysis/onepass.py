@@ -218,6 +218,16 @@ def prepare(say: Callable[[str], None]) -> None:
     if loops is None or loops.cached():
         return  # loaded where they are first used
     say(f"  compiling the analysis kernels (once per machine, about {COMPILE_SECONDS} s)")
+    warm()
+
+
+def warm() -> None:
+    """Load the compiled loops into this process now (compiling what numba's cache lacks):
+    each entry point once, on tiny arrays of the types the analysis passes them.
+    """
+    loops = kernels()
+    if loops is None:
+        return
     values = np.arange(8.0).reshape(1, 2, 4)
     names = (*ELEMENTWISE, "wasserstein", "channel_moments")
     measure_anchor([get_metric(n) for n in names], {"a": values, "b": values}, values)

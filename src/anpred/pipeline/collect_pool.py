@@ -5,8 +5,11 @@ per input, so the inputs of a run can be collected in separate processes and the
 records merged (:func:`anpred.pipeline.statistics.merge`, the merge runs in chunks use)
 into exactly what one pass over all of them gathers: same numbers, same order, the same
 ``statistics.json.gz`` byte for byte (tests/pipeline/test_collect_pool.py). The processes
-are started with ``spawn`` (the analysis imports no DL library, but the driver may hold
-threads that ``fork`` would copy mid-flight) and import only NumPy and anpred's analysis.
+are forked from a fork server (not from the driver, which may hold threads that ``fork``
+would copy mid-flight) that imported NumPy and anpred's analysis once and, for passes
+that use them, loaded the compiled loops once (:data:`PRELOAD`): each process then starts
+ready instead of paying ~1.2 CPU s for its imports and numba's code. Where there is no
+fork server (not POSIX) they are spawned.
 
 It is worth it only when the inputs carry enough data to outweigh starting the processes
 (:data:`MIN_BYTES`); a run of the tiny test models is collected in this process. Should
@@ -41,6 +44,24 @@ COMPILED_MIN_BYTES = 1 << 30
 save ~1.8 CPU s per GB, and loading them costs ~0.9 s in every process that analyses
 (numba's import 0.4 s, the cached code 0.5 s): below ~1 GB, analysed in two processes, the
 NumPy path is cheaper (a tiny run: 1.1 s instead of 1.9 s)."""
+
+
+PRELOAD = ("anpred.pipeline.collect_pool",)
+"""Modules the fork server imports before any process forks from it."""
+
+PRELOAD_COMPILED = ("anpred.pipeline.pool_preload",)
+"""Also imported there when the first pass of this driver uses the compiled loops: it loads
+them (a fork server takes its preload list once, when it starts)."""
+
+
+def _context(compiled: bool) -> multiprocessing.context.BaseContext:
+    """The start method of the pool's processes: the fork server, else spawn."""
+    try:
+        context = multiprocessing.get_context("forkserver")
+    except ValueError:
+        return multiprocessing.get_context("spawn")
+    context.set_forkserver_preload(list(PRELOAD + (PRELOAD_COMPILED if compiled else ())))
+    return context
 
 
 def _ignore_interrupt() -> None:
@@ -118,7 +139,9 @@ def collect_inputs(
         if input_ids
         else 0
     )
-    compiled = work >= COMPILED_MIN_BYTES
+    # kernels(): what this process may use (numba installed, no ANPRED_NO_JIT) the
+    # processes use too, whatever the fork server's environment was
+    compiled = work >= COMPILED_MIN_BYTES and onepass.kernels() is not None
     previous = onepass.use_compiled(compiled)
     try:
         if compiled:
@@ -154,7 +177,7 @@ def _in_processes(
     try:
         pool = ProcessPoolExecutor(
             max_workers=processes,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=_context(compiled),
             initializer=_ignore_interrupt,
         )
         futures = {
