@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -31,14 +32,34 @@ def _judged(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if k != "wall_seconds"}
 
 
+def _children() -> set[int]:
+    """Live child processes of this one (Linux /proc; empty elsewhere), but
+    multiprocessing's resource tracker (one per interpreter, started once, idle)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        mine = fields[0] != "Z" and int(fields[1]) == os.getpid()
+        if mine and b"resource_tracker" not in command:
+            found.add(int(stat.parent.name))
+    return found
+
+
 def test_processes_give_the_records_and_verdicts_of_one_pass(tmp_path, monkeypatch) -> None:
     one, two = _copy(tmp_path, "one"), _copy(tmp_path, "two")
     serial = analyse(one, processes=1).to_dict()
     monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)  # the tiny run is worth processes
     said: list[str] = []
+    before = _children()
     pooled = analyse(two, say=said.append, processes=2).to_dict()
     assert "  analyse 5 inputs in 2 processes" in said  # it did go to the processes
     assert len([s for s in said if s.startswith("  analysed input ")]) == 5
+    # nothing outlives the pass (a fork server left running would also keep the CPU time
+    # of the processes it reaped from this process's accounting)
+    assert _children() <= before
     assert serial["findings"]  # the golden run's fault: something to compare
     assert _statistics(two) == _statistics(one)
     assert _judged(pooled) == _judged(serial)

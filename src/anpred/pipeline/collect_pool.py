@@ -50,8 +50,8 @@ PRELOAD = ("anpred.pipeline.collect_pool",)
 """Modules the fork server imports before any process forks from it."""
 
 PRELOAD_COMPILED = ("anpred.pipeline.pool_preload",)
-"""Also imported there when the first pass of this driver uses the compiled loops: it loads
-them (a fork server takes its preload list once, when it starts)."""
+"""Also imported there when the pass uses the compiled loops: it loads them (a fork server
+takes its preload list when it starts; each pass starts its own and stops it)."""
 
 
 def _context(compiled: bool) -> multiprocessing.context.BaseContext:
@@ -62,6 +62,20 @@ def _context(compiled: bool) -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("spawn")
     context.set_forkserver_preload(list(PRELOAD + (PRELOAD_COMPILED if compiled else ())))
     return context
+
+
+def _stop_fork_server() -> None:
+    """Stop the fork server after a pass: left running it would outlive the pass, and the
+    CPU time of the processes it reaped would never reach the driver's own accounting
+    (``time anpred run`` and ``benchmarks/bench_run.py`` would miss the analysis).
+    The next pass starts one again (with its own preload list). ``multiprocessing`` has no
+    public way to stop it; without the private one it is left running.
+    """
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
 
 
 def _ignore_interrupt() -> None:
@@ -210,6 +224,7 @@ def _in_processes(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+            _stop_fork_server()
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
             parts[i] = collect(
