@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from anpred.errors import DamagedRunError
+from anpred.participants import REFERENCE64 as REF
 from anpred.pipeline import collect_pool
 from anpred.pipeline.analyse import analyse
 
@@ -109,3 +110,23 @@ def test_large_runs_use_the_compiled_loops_with_the_findings_of_the_numpy_path(
 
     assert found(one) == found(expected) and found(one)
     assert onepass._compiled_wanted  # restored after each pass
+
+
+def test_the_fork_server_warmed_in_the_workers_tail_serves_the_pass(tmp_path, monkeypatch) -> None:
+    run = _copy(tmp_path, "run")
+    ids = json.loads((run / "inputs.json").read_text())["ids"]
+    participants = [p for p in json.loads((run / "participants.json").read_text()) if p != REF]
+    before = _children()
+    collect_pool.warm_fork_server(run, participants, REF, ids, processes=2)
+    assert _children() <= before  # the tiny run is far below MIN_BYTES: nothing to warm
+    collect_pool.warm_fork_server(run, participants, REF, ids, processes=1)
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    collect_pool.warm_fork_server(run, participants, REF, ids, processes=1)
+    assert _children() <= before  # one process: no pool, no server
+    collect_pool.warm_fork_server(run, participants, REF, ids, processes=2)
+    server = _children() - before
+    assert len(server) == 1  # started ahead of the pass
+    said: list[str] = []
+    analyse(run, say=said.append, processes=2)
+    assert "  analyse 5 inputs in 2 processes" in said
+    assert _children() <= before  # the pass used it and stopped it

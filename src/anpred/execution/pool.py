@@ -260,6 +260,7 @@ def run_workers(
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
     reference: Participant | None = None,
+    when_idle: Callable[[], None] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run each participant in its own worker process; return their results by name.
 
@@ -285,6 +286,8 @@ def run_workers(
             reference), run at the same time as the others instead of before them: it
             starts first, runs without isolation, and the others wait for its captures
             when they isolate (the executor must share this file system: local processes).
+        when_idle: Called once, when a worker ends and none is left to start: the run's
+            tail, whose idle CPU the analysis may use to get ready.
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     executor = executor or LocalExecutor()
@@ -318,6 +321,9 @@ def run_workers(
                     _record_end(item.folder, result)
                     results[item.participant.name] = result
                     running.remove(item)
+                    if when_idle is not None and not pending:
+                        when_idle()
+                        when_idle = None
                     notify(
                         item.participant.name,
                         f"{result.status}"

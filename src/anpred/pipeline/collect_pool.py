@@ -64,7 +64,51 @@ def _context(compiled: bool) -> multiprocessing.context.BaseContext:
     return context
 
 
-def _stop_fork_server() -> None:
+def warm_fork_server(
+    run_dir: Path,
+    participants: Sequence[str],
+    reference64: str,
+    input_ids: Sequence[str],
+    processes: int,
+) -> None:
+    """Start the fork server of the coming pass now, while the last workers still run.
+
+    Called when the workers' tail leaves CPU idle (:func:`anpred.execution.pool.run_workers`'s
+    ``when_idle``): the server imports the analysis and loads the compiled loops (~1.5 s)
+    there instead of at the start of the pass, which then forks its processes at once.
+    Which loops to load is judged from the captures written so far (the first input's, of
+    the participants that have it, scaled to all of them); the pass decides again from the
+    finished captures (a wrong guess costs speed, not numbers). Nothing when the pass will
+    not use processes, when the loops are not compiled yet (the pass compiles them first),
+    or when anything fails: getting ready must never disturb the run.
+    """
+    try:
+        input_ids = list(input_ids)
+        if processes < 2 or len(input_ids) < 2:
+            return
+        store = RunStore(run_dir)
+        names = [reference64, *participants]
+        present = [p for p in names if store.participant(p).arrays_path(input_ids[0]).exists()]
+        if not present:
+            return
+        per_input = _capture_bytes(run_dir, present, input_ids[0]) * len(names) / len(present)
+        work = per_input * len(input_ids)
+        if work < MIN_BYTES:
+            return
+        compiled = work >= COMPILED_MIN_BYTES
+        if compiled:
+            loops = onepass.kernels()
+            if loops is None or not loops.cached():
+                return
+        if _context(compiled).get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+    except Exception:  # noqa: BLE001 - see above
+        return
+
+
+def stop_fork_server() -> None:
     """Stop the fork server after a pass: left running it would outlive the pass, and the
     CPU time of the processes it reaped would never reach the driver's own accounting
     (``time anpred run`` and ``benchmarks/bench_run.py`` would miss the analysis).
@@ -224,7 +268,7 @@ def _in_processes(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-            _stop_fork_server()
+            stop_fork_server()
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
             parts[i] = collect(

@@ -10,8 +10,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -367,6 +368,7 @@ def resume_workers(
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
     reference: Participant | None = None,
+    when_idle: Callable[[], None] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the participants that have not finished in ``run_dir`` yet; reuse the others.
 
@@ -374,7 +376,8 @@ def resume_workers(
     ``executor`` says where they run (default: local processes). ``reference``: the
     participant that writes ``isolation_source`` (the fp64 reference), run with the others
     instead of before them (see :func:`~anpred.execution.pool.run_workers`); it is
-    reused when it finished, like any participant.
+    reused when it finished, like any participant. ``when_idle``: see
+    :func:`~anpred.execution.pool.run_workers`.
     """
 
     def progress(name: str, message: str) -> None:
@@ -410,6 +413,7 @@ def resume_workers(
                 env=env,
                 executor=executor,
                 reference=reference,
+                when_idle=when_idle,
             )
         )
     return results
@@ -470,6 +474,14 @@ def heavier_first(participants: Sequence[Participant]) -> list[Participant]:
     return sorted(participants, key=lambda p: -weight(p))
 
 
+def _warm_analysis(
+    run_dir: Path, participants: list[str], input_ids: list[str], parallel: int
+) -> None:
+    from anpred.pipeline.collect_pool import warm_fork_server
+
+    warm_fork_server(run_dir, participants, REFERENCE64, input_ids, parallel)
+
+
 def execute(
     options: RunOptions,
     run_dir: Path,
@@ -517,7 +529,10 @@ def execute(
         groups = [(scheduled, source, reference)]  # the reference with the others
     else:
         groups = [([reference], None, None), (scheduled, source, None)]
-    for group, isolation_source, concurrent in groups:
+    # the workers' tail: the analysis's processes get ready on the CPU it leaves idle
+    names = [p.name for p in participants]
+    warm = partial(_warm_analysis, run_dir, names, input_ids, parallel)
+    for n, (group, isolation_source, concurrent) in enumerate(groups):
         results.update(
             resume_workers(
                 run_dir,
@@ -532,6 +547,7 @@ def execute(
                 env,
                 executor,
                 reference=concurrent,
+                when_idle=warm if n == len(groups) - 1 else None,
             )
         )
     order = [REFERENCE64, *(p.name for p in participants)]
