@@ -1,4 +1,4 @@
-"""The pool says once when its tail begins: a worker ended and none is left to start."""
+"""The pool says once when its tail begins: the last worker has started."""
 
 from __future__ import annotations
 
@@ -54,9 +54,8 @@ def test_when_idle_is_called_once_when_the_tail_begins(tmp_path: Path, monkeypat
         when_idle=lambda: log.append("idle"),
     )  # fmt: skip
     assert all(r.status == Status.OK for r in results.values())
-    # torch ends first, openvino takes its slot: the queue is empty; the next end
-    # (onnxruntime's, openvino still running) is the tail's start
+    # torch ends first, openvino takes its slot: the queue is empty, the tail begins
     assert log == [
-        "start torch", "start onnxruntime", "end torch", "start openvino",
-        "end onnxruntime", "idle", "end openvino",
+        "start torch", "start onnxruntime", "end torch", "start openvino", "idle",
+        "end onnxruntime", "end openvino",
     ]  # fmt: skip

@@ -286,8 +286,8 @@ def run_workers(
             reference), run at the same time as the others instead of before them: it
             starts first, runs without isolation, and the others wait for its captures
             when they isolate (the executor must share this file system: local processes).
-        when_idle: Called once, when a worker ends and none is left to start: the run's
-            tail, whose idle CPU the analysis may use to get ready.
+        when_idle: Called once, when the last worker has started (none is left to
+            queue): the analysis may get ready while the last workers run.
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     executor = executor or LocalExecutor()
@@ -309,6 +309,9 @@ def run_workers(
                     )
                 running.append(executor.start(spec))
                 notify(p.name, "started")
+                if when_idle is not None and not pending:
+                    when_idle()
+                    when_idle = None
             time.sleep(0.2)
             for item in list(running):
                 assert item.participant is not None
@@ -321,9 +324,6 @@ def run_workers(
                     _record_end(item.folder, result)
                     results[item.participant.name] = result
                     running.remove(item)
-                    if when_idle is not None and not pending:
-                        when_idle()
-                        when_idle = None
                     notify(
                         item.participant.name,
                         f"{result.status}"

@@ -73,9 +73,10 @@ def warm_fork_server(
 ) -> None:
     """Start the fork server of the coming pass now, while the last workers still run.
 
-    Called when the workers' tail leaves CPU idle (:func:`anpred.execution.pool.run_workers`'s
-    ``when_idle``): the server imports the analysis and loads the compiled loops (~1.5 s)
-    there instead of at the start of the pass, which then forks its processes at once.
+    Called when the last worker has started (:func:`anpred.execution.pool.run_workers`'s
+    ``when_idle``): the server imports the analysis and loads the compiled loops (~1.5 CPU
+    s) beside the last workers instead of at the start of the pass, where it held up the
+    pass with one core idle; the pass then forks its processes at once.
     Which loops to load is judged from the captures written so far (the first input's, of
     the participants that have it, scaled to all of them); the pass decides again from the
     finished captures (a wrong guess costs speed, not numbers). Nothing when the pass will

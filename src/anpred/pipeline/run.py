@@ -529,7 +529,7 @@ def execute(
         groups = [(scheduled, source, reference)]  # the reference with the others
     else:
         groups = [([reference], None, None), (scheduled, source, None)]
-    # the workers' tail: the analysis's processes get ready on the CPU it leaves idle
+    # once the last worker has started, the analysis's fork server gets ready beside it
     names = [p.name for p in participants]
     warm = partial(_warm_analysis, run_dir, names, input_ids, parallel)
     for n, (group, isolation_source, concurrent) in enumerate(groups):
