@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from anpred import fork_server
 from anpred.errors import DamagedRunError
 from anpred.participants import REFERENCE64 as REF
 from anpred.pipeline import collect_pool
@@ -127,6 +128,10 @@ def test_the_fork_server_warmed_in_the_workers_tail_serves_the_pass(tmp_path, mo
     server = _children() - before
     assert len(server) == 1  # started ahead of the pass
     said: list[str] = []
-    analyse(run, say=said.append, processes=2)
-    assert "  analyse 5 inputs in 2 processes" in said
-    assert _children() <= before  # the pass used it and stopped it
+    try:
+        analyse(run, say=said.append, processes=2)
+        assert "  analyse 5 inputs in 2 processes" in said
+        assert _children() - before == server  # the pass used it; the run keeps it
+    finally:
+        fork_server.stop()  # as the run does once its report is written
+    assert _children() <= before

@@ -64,3 +64,29 @@ def test_many_anchors_keep_plots_within_bounds() -> None:
     for png in rendered.images.values():
         width, height = _size(png)
         assert width <= 16 * 110 and height <= 24 * 110  # MAX_WIDTH/MAX_HEIGHT at DPI
+
+
+def test_plots_drawn_in_the_runs_fork_server_are_the_plots_drawn_here(
+    sample: dict[str, Any], monkeypatch
+) -> None:
+    from anpred import fork_server
+    from anpred.report import plots
+
+    view = RunSummary(sample)
+    here = render_plots(view)
+    assert len(here.images) >= 3
+    assert render_plots(view, processes=2).images == here.images  # no server: drawn here
+    drawn_here: list[str] = []
+
+    def spied(name: str, draw: Any) -> Any:
+        return lambda v: drawn_here.append(name) or draw(v)
+
+    spies = {n: (title, spied(n, draw)) for n, (title, draw) in plots.PLOTS.items()}
+    monkeypatch.setattr(plots, "PLOTS", spies)  # here only: the server imported its own
+    assert fork_server.start(plots.PRELOAD, keep=True)
+    try:
+        there = render_plots(view, processes=2)
+    finally:
+        fork_server.stop()
+    assert drawn_here == []  # every plot came from a process forked from the server
+    assert there.images == here.images and there.errors == here.errors

@@ -19,12 +19,12 @@ did not deliver are collected here, so the error is the one the serial pass rais
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from anpred import fork_server
 from anpred.analysis import onepass
 from anpred.analysis.oracle import OracleParams
 from anpred.pipeline.evidence import RunEvidence, collect
@@ -51,17 +51,11 @@ PRELOAD = ("anpred.pipeline.collect_pool",)
 
 PRELOAD_COMPILED = ("anpred.pipeline.pool_preload",)
 """Also imported there when the pass uses the compiled loops: it loads them (a fork server
-takes its preload list when it starts; each pass starts its own and stops it)."""
+takes its preload list when it starts)."""
 
 
-def _context(compiled: bool) -> multiprocessing.context.BaseContext:
-    """The start method of the pool's processes: the fork server, else spawn."""
-    try:
-        context = multiprocessing.get_context("forkserver")
-    except ValueError:
-        return multiprocessing.get_context("spawn")
-    context.set_forkserver_preload(list(PRELOAD + (PRELOAD_COMPILED if compiled else ())))
-    return context
+def _preload(compiled: bool) -> tuple[str, ...]:
+    return PRELOAD + (PRELOAD_COMPILED if compiled else ())
 
 
 def warm_fork_server(
@@ -70,13 +64,16 @@ def warm_fork_server(
     reference64: str,
     input_ids: Sequence[str],
     processes: int,
+    also: Sequence[str] = (),
 ) -> None:
-    """Start the fork server of the coming pass now, while the last workers still run.
+    """Start the fork server of the coming pass now, while the last workers still run, and
+    keep it for the run (:mod:`anpred.fork_server`; the run stops it).
 
     Called when the last worker has started (:func:`anpred.execution.pool.run_workers`'s
     ``when_idle``): the server imports the analysis and loads the compiled loops (~1.5 CPU
     s) beside the last workers instead of at the start of the pass, where it held up the
-    pass with one core idle; the pass then forks its processes at once.
+    pass with one core idle; the pass then forks its processes at once. ``also``: more
+    modules for it to import (the report's plotting).
     Which loops to load is judged from the captures written so far (the first input's, of
     the participants that have it, scaled to all of them); the pass decides again from the
     finished captures (a wrong guess costs speed, not numbers). Nothing when the pass will
@@ -101,26 +98,9 @@ def warm_fork_server(
             loops = onepass.kernels()
             if loops is None or not loops.cached():
                 return
-        if _context(compiled).get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
+        fork_server.start(_preload(compiled) + tuple(also), keep=True)
     except Exception:  # noqa: BLE001 - see above
         return
-
-
-def stop_fork_server() -> None:
-    """Stop the fork server after a pass: left running it would outlive the pass, and the
-    CPU time of the processes it reaped would never reach the driver's own accounting
-    (``time anpred run`` and ``benchmarks/bench_run.py`` would miss the analysis).
-    The next pass starts one again (with its own preload list). ``multiprocessing`` has no
-    public way to stop it; without the private one it is left running.
-    """
-    from multiprocessing import forkserver
-
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
-    if stop is not None:
-        stop()
 
 
 def _ignore_interrupt() -> None:
@@ -236,7 +216,7 @@ def _in_processes(
     try:
         pool = ProcessPoolExecutor(
             max_workers=processes,
-            mp_context=_context(compiled),
+            mp_context=fork_server.context(_preload(compiled)),
             initializer=_ignore_interrupt,
         )
         futures = {
@@ -269,7 +249,7 @@ def _in_processes(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-            stop_fork_server()
+            fork_server.release()  # unless a run keeps it for its report
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
             parts[i] = collect(

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from anpred import fork_server
 from anpred.errors import JobFailedError, UsageError
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.execution.memory import limit_env
@@ -478,8 +479,9 @@ def _warm_analysis(
     run_dir: Path, participants: list[str], input_ids: list[str], parallel: int
 ) -> None:
     from anpred.pipeline.collect_pool import warm_fork_server
+    from anpred.report.plots import PRELOAD as PLOTTING
 
-    warm_fork_server(run_dir, participants, REFERENCE64, input_ids, parallel)
+    warm_fork_server(run_dir, participants, REFERENCE64, input_ids, parallel, also=PLOTTING)
 
 
 def execute(
@@ -651,55 +653,58 @@ def run(
             executor, observer_inputs=input_ids[:OBSERVER_INPUTS],
         )  # fmt: skip
 
-    if chunked(chunk, len(input_ids), keep_captures):
-        from anpred.analysis.oracle import OracleParams
-        from anpred.pipeline.calibrate import with_stored_calibration
-        from anpred.pipeline.chunks import run_in_chunks
+    try:
+        if chunked(chunk, len(input_ids), keep_captures):
+            from anpred.analysis.oracle import OracleParams
+            from anpred.pipeline.calibrate import with_stored_calibration
+            from anpred.pipeline.chunks import run_in_chunks
 
-        store = RunStore(out)
-        params = with_stored_calibration(store, OracleParams())
-        anchors = [a.key for a in export.anchors]
-        results = run_in_chunks(
-            store, execute_some, participants, input_ids, anchors, chunk, params, say, parallel
-        )
-        order = [REFERENCE64, *(p.name for p in participants)]
-        results = {n: results[n] for n in order if n in results}
-    else:
-        results = execute_some(input_ids, participants)
-    RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
-    from anpred.pipeline.analyse import analyse
-
-    say("analyse: align, consensus, oracle, localization, baselines")
-    summary = analyse(out, say=say, processes=parallel)
-    if drill and summary.findings:
-        from anpred.analysis.oracle import OracleParams
-        from anpred.pipeline.calibrate import with_stored_calibration
-        from anpred.pipeline.drill import run_drill
-
-        params = with_stored_calibration(RunStore(out), OracleParams(metrics=()))
-        try:
-            found = run_drill(
-                out,
-                participants,
-                summary,
-                say,
-                threads,
-                parallel,
-                timeout,
-                limits,
-                executor,
-                params,
+            store = RunStore(out)
+            params = with_stored_calibration(store, OracleParams())
+            anchors = [a.key for a in export.anchors]
+            results = run_in_chunks(
+                store, execute_some, participants, input_ids, anchors, chunk, params, say, parallel
             )
-        except PrunedCaptureError as err:  # new findings on a pruned run: no stage inputs
-            from anpred.store.summary_drill import DrillDown
+            order = [REFERENCE64, *(p.name for p in participants)]
+            results = {n: results[n] for n in order if n in results}
+        else:
+            results = execute_some(input_ids, participants)
+        RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
+        from anpred.pipeline.analyse import analyse
 
-            found = DrillDown((), reason=str(err))
-        summary = replace(summary, drill=found)
-    summary = replace(summary, wall_seconds=round(time.perf_counter() - started, 2))
-    RunStore(out).write_summary(summary.to_dict())
-    from anpred.report.html import write_report
+        say("analyse: align, consensus, oracle, localization, baselines")
+        summary = analyse(out, say=say, processes=parallel)
+        if drill and summary.findings:
+            from anpred.analysis.oracle import OracleParams
+            from anpred.pipeline.calibrate import with_stored_calibration
+            from anpred.pipeline.drill import run_drill
 
-    write_report(out, summary)
+            params = with_stored_calibration(RunStore(out), OracleParams(metrics=()))
+            try:
+                found = run_drill(
+                    out,
+                    participants,
+                    summary,
+                    say,
+                    threads,
+                    parallel,
+                    timeout,
+                    limits,
+                    executor,
+                    params,
+                )
+            except PrunedCaptureError as err:  # new findings on a pruned run: no stage inputs
+                from anpred.store.summary_drill import DrillDown
+
+                found = DrillDown((), reason=str(err))
+            summary = replace(summary, drill=found)
+        summary = replace(summary, wall_seconds=round(time.perf_counter() - started, 2))
+        RunStore(out).write_summary(summary.to_dict())
+        from anpred.report.html import write_report
+
+        write_report(out, summary, processes=parallel)
+    finally:
+        fork_server.stop()  # the run kept it for its analysis and report
     if keep_captures == KEEP_NEEDED:
         prune_run(out, summary, say)
     failed = [r for r in results.values() if r.failed]

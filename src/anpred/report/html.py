@@ -135,19 +135,22 @@ def render_html(summary: Summary | Mapping[str, Any], plots: RenderedPlots | Non
     )
 
 
-def write_report(run_dir: Path, summary: Summary | Mapping[str, Any]) -> Path:
+def write_report(
+    run_dir: Path, summary: Summary | Mapping[str, Any], processes: int = 1
+) -> Path:
     """Write the report page and the plot PNGs into the run directory.
 
     Args:
         run_dir: The run directory (created if missing).
         summary: The run's summary as written to ``summary.json`` (possibly partial).
+        processes: Processes to draw the plots in (see :func:`render_plots`).
 
     Returns:
         The path of the report page.
     """
     store = RunStore(run_dir)
     view = RunSummary(summary)
-    plots = render_plots(view)
+    plots = render_plots(view, processes)
     folder = store.plots_dir
     folder.mkdir(parents=True, exist_ok=True)
     for name in PLOTS:

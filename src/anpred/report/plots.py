@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from anpred import fork_server
 from anpred.report.run_summary import RunSummary, as_float
 
 DPI = 110
@@ -333,22 +334,61 @@ class RenderedPlots:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def render_plots(view: RunSummary) -> RenderedPlots:
+PRELOAD = (
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "matplotlib.colors",
+    "matplotlib.patches",
+    "anpred.report.plots",
+)
+"""What a fork server imports for plotting processes (:func:`render_plots`)."""
+
+
+def _render(name: str, view: RunSummary) -> tuple[bytes | None, str | None]:
+    """One plot: ``(png, None)``, or ``(None, message)`` when drawing it raised."""
+    try:
+        return PLOTS[name][1](view), None
+    except Exception as err:  # noqa: BLE001 - one bad plot must not lose the whole report
+        return None, f"{err.__class__.__name__}: {err}"
+
+
+def render_plots(view: RunSummary, processes: int = 1) -> RenderedPlots:
     """Render every plot that has data.
 
     Args:
         view: The run summary.
+        processes: Processes to draw in at once. Used only when a run keeps a fork server
+            that imported matplotlib (:mod:`anpred.fork_server`, :data:`PRELOAD`): the
+            plots are then drawn beside each other; otherwise, and for whatever a process
+            did not deliver, here, one after the other. Same PNGs either way.
 
     Returns:
         The PNGs, and the error of any plot that could not be drawn.
     """
+    drawn: dict[str, tuple[bytes | None, str | None]] = {}
+    if processes > 1 and fork_server.kept():
+        drawn = _in_processes(view, processes)
     result = RenderedPlots()
-    for name, (_, render) in PLOTS.items():
-        try:
-            png = render(view)
-        except Exception as err:  # noqa: BLE001 - one bad plot must not lose the whole report
-            result.errors[name] = f"{err.__class__.__name__}: {err}"
-            continue
-        if png:
+    for name in PLOTS:
+        png, error = drawn[name] if name in drawn else _render(name, view)
+        if error is not None:
+            result.errors[name] = error
+        elif png:
             result.images[name] = png
     return result
+
+
+def _in_processes(view: RunSummary, processes: int) -> dict[str, tuple[bytes | None, str | None]]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    drawn: dict[str, tuple[bytes | None, str | None]] = {}
+    try:
+        with ProcessPoolExecutor(
+            max_workers=min(processes, len(PLOTS)), mp_context=fork_server.context(PRELOAD)
+        ) as pool:
+            futures = {name: pool.submit(_render, name, view) for name in PLOTS}
+            for name, future in futures.items():
+                drawn[name] = future.result()
+    except Exception:  # noqa: BLE001 - a process that failed: those plots are drawn here
+        pass
+    return drawn

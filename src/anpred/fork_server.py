@@ -1,0 +1,80 @@
+"""One fork server per driver for anpred's helper processes: the analysis pool and the
+report's plots.
+
+Helper processes are forked from a server that imported what they need once (NumPy,
+anpred's analysis, numba's compiled loops, matplotlib), instead of each importing it
+(spawn: ~1.2 CPU s per analysing process, ~0.7 s of matplotlib per plotting one); not from
+the driver, which may hold threads that ``fork`` would copy mid-flight. A server takes its
+preload list when it starts. A run starts it while its last workers run and keeps it
+(:func:`start` with ``keep``) until it has analysed and written its report; a pass that
+started its own server stops it afterwards. Stopping waits for the server, so that the
+CPU time of the processes it reaped counts as the driver's children's (``time anpred
+run``, ``benchmarks/bench_run.py``). Where there is no fork server (not POSIX), helpers
+are spawned.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Sequence
+from multiprocessing.context import BaseContext
+
+_kept = False
+"""Whether the running server was started with ``keep`` (a run holds it)."""
+
+
+def context(preload: Sequence[str]) -> BaseContext:
+    """The start method of helper processes: the fork server (``preload`` applies when it
+    is not running yet), else spawn.
+    """
+    try:
+        found = multiprocessing.get_context("forkserver")
+    except ValueError:
+        return multiprocessing.get_context("spawn")
+    found.set_forkserver_preload(list(preload))
+    return found
+
+
+def start(preload: Sequence[str], keep: bool) -> bool:
+    """Start the fork server now (its imports run in it, beside whatever runs here).
+
+    Args:
+        preload: Modules it imports before any process forks from it.
+        keep: Keep it until :func:`stop` (a run that will use it for several things);
+            otherwise the next pass that uses it stops it.
+
+    Returns:
+        Whether a fork server is available.
+    """
+    global _kept
+    if context(preload).get_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    _kept = _kept or keep
+    return True
+
+
+def kept() -> bool:
+    """Whether a run started the server to keep (passes then leave it running)."""
+    return _kept
+
+
+def stop() -> None:
+    """Stop the fork server if it runs, and wait for it. ``multiprocessing`` has no public
+    way to; without the private one it is left running (it ends with this process).
+    """
+    global _kept
+    _kept = False
+    from multiprocessing import forkserver
+
+    halt = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if halt is not None:
+        halt()
+
+
+def release() -> None:
+    """End a pass: stop the server unless a run keeps it."""
+    if not _kept:
+        stop()
