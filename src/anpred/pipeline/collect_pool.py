@@ -36,14 +36,18 @@ MIN_BYTES = 64 << 20
 """Capture bytes (all participants' captures of the inputs, on disk) below which the pass
 stays in one process. Starting a ``spawn`` process that imports NumPy and anpred's analysis
 took ~0.6 s here, about what the pass needs for ~60 MB of captures (yolov8n: 280 MB per
-input with six libraries and the fp64 reference, 2.1 s per input)."""
+input with six libraries and the fp64 reference, 2.1 s per input); a fork server costs
+about as much once."""
 
 COMPILED_MIN_BYTES = 1 << 30
 """Captures (bytes on disk) from which a pass uses the compiled loops of
-:mod:`anpred.analysis.compiled`. Measured on yolov8n (8 inputs, 6 libraries, 2.2 GB): they
-save ~1.8 CPU s per GB, and loading them costs ~0.9 s in every process that analyses
-(numba's import 0.4 s, the cached code 0.5 s): below ~1 GB, analysed in two processes, the
-NumPy path is cheaper (a tiny run: 1.1 s instead of 1.9 s)."""
+:mod:`anpred.analysis.compiled`. Loading them costs ~0.9 s (numba's import 0.4 s, the cached
+code 0.5 s), once in the fork server the pass's processes fork from (in every process
+when they were spawned). Measured in two processes from a fork server started by the
+pass (machine CPU, wall): yolov8n, 8 inputs, 6 libraries, 2.2 GB: 10.3-11.2 CPU s and
+6.2-6.5 s with them, 13.5-14.2 and 7.4-7.6 s without; the same run's first 2 inputs
+(0.56 GB): 4.5-5.0 CPU s and 3.1-3.4 s with them, 4.6-4.8 and 2.7-3.0 s without. Below
+~1 GB they do not pay."""
 
 
 PRELOAD = ("anpred.pipeline.collect_pool",)
