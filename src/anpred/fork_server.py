@@ -16,6 +16,7 @@ are spawned.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Sequence
 from multiprocessing.context import BaseContext
 
@@ -72,6 +73,13 @@ def stop() -> None:
     halt = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
     if halt is not None:
         halt()
+
+
+def ignore_interrupt() -> None:
+    """Initializer of every helper process: Ctrl-C is the driver's to handle (it stops its
+    pools), so that the helpers print no traceback of their own.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def release() -> None:

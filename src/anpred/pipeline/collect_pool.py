@@ -19,7 +19,6 @@ did not deliver are collected here, so the error is the one the serial pass rais
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -105,13 +104,6 @@ def warm_fork_server(
         fork_server.start(_preload(compiled) + tuple(also), keep=True)
     except Exception:  # noqa: BLE001 - see above
         return
-
-
-def _ignore_interrupt() -> None:
-    """In each process: Ctrl-C is the driver's to handle (it stops the pool), so that the
-    processes print no traceback of their own.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _capture_bytes(run_dir: Path, participants: Sequence[str], input_id: str) -> int:
@@ -221,7 +213,7 @@ def _in_processes(
         pool = ProcessPoolExecutor(
             max_workers=processes,
             mp_context=fork_server.context(_preload(compiled)),
-            initializer=_ignore_interrupt,
+            initializer=fork_server.ignore_interrupt,
         )
         futures = {
             pool.submit(

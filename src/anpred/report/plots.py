@@ -384,7 +384,9 @@ def _in_processes(view: RunSummary, processes: int) -> dict[str, tuple[bytes | N
     drawn: dict[str, tuple[bytes | None, str | None]] = {}
     try:
         with ProcessPoolExecutor(
-            max_workers=min(processes, len(PLOTS)), mp_context=fork_server.context(PRELOAD)
+            max_workers=min(processes, len(PLOTS)),
+            mp_context=fork_server.context(PRELOAD),
+            initializer=fork_server.ignore_interrupt,
         ) as pool:
             futures = {name: pool.submit(_render, name, view) for name in PLOTS}
             for name, future in futures.items():
