@@ -306,25 +306,18 @@ def error_profile(
         overflows), which the caller reads as "no profile".
     """
     nb, na, ns = x.shape
+    # per element along the last axis, per row along the middle one
+    inner, outer = (per_channel, spatial) if channel_last else (spatial, per_channel)
     total = 0.0
     for b in range(nb):
         for a in range(na):
-            if channel_last:
-                row = 0.0
-                for s in range(ns):
-                    e = abs(np.float64(x[b, a, s]) - ref[b, a, s])
-                    per_channel[s] += e
-                    row += e
-                spatial[a] += row
-                total += row
-            else:
-                row = 0.0
-                for s in range(ns):
-                    e = abs(np.float64(x[b, a, s]) - ref[b, a, s])
-                    spatial[s] += e
-                    row += e
-                per_channel[a] += row
-                total += row
+            row = 0.0
+            for s in range(ns):
+                e = abs(np.float64(x[b, a, s]) - ref[b, a, s])
+                inner[s] += e
+                row += e
+            outer[a] += row
+            total += row
     return total
 
 
