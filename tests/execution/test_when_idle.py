@@ -1,4 +1,5 @@
-"""The pool says once when its tail begins: the last worker has started."""
+"""The pool says when its tail begins (the last worker has started), and how many slots
+are free in it."""
 
 from __future__ import annotations
 
@@ -58,4 +59,22 @@ def test_when_idle_is_called_once_when_the_tail_begins(tmp_path: Path, monkeypat
     assert log == [
         "start torch", "start onnxruntime", "end torch", "start openvino", "idle",
         "end onnxruntime", "end openvino",
+    ]  # fmt: skip
+
+
+def test_on_tail_is_told_the_free_slots_after_every_poll_of_the_tail(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr("anpred.execution.pool.time.sleep", lambda _s: None)
+    log: list[str] = []
+    participants = parse_participants("torch,onnxruntime,openvino")
+    executor = _Executor({"torch": 1, "onnxruntime": 3, "openvino": 4}, log)
+    run_workers(
+        tmp_path, participants, {}, ["x"], parallel=2, executor=executor,
+        on_tail=lambda free: log.append(f"free {free}"),
+    )  # fmt: skip
+    # nothing while a worker waits to start; then every poll, as long as one runs
+    assert log == [
+        "start torch", "start onnxruntime", "end torch", "start openvino", "free 0",
+        "end onnxruntime", "free 1", "free 1", "end openvino",
     ]  # fmt: skip

@@ -261,6 +261,7 @@ def run_workers(
     executor: Executor | None = None,
     reference: Participant | None = None,
     when_idle: Callable[[], None] | None = None,
+    on_tail: Callable[[int], None] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run each participant in its own worker process; return their results by name.
 
@@ -288,6 +289,9 @@ def run_workers(
             when they isolate (the executor must share this file system: local processes).
         when_idle: Called once, when the last worker has started (none is left to
             queue): the analysis may get ready while the last workers run.
+        on_tail: Called after every poll from then on, with the number of free slots
+            (``parallel`` less the workers still running): the analysis may use them for
+            inputs every participant has finished (:mod:`anpred.pipeline.early_pass`).
     """
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     executor = executor or LocalExecutor()
@@ -333,6 +337,8 @@ def run_workers(
                             else ""
                         ),
                     )
+            if on_tail is not None and not pending and running:
+                on_tail(executor.slots(parallel) - len(running))
     finally:
         # interrupted (Ctrl-C, SIGTERM, an error here): no worker outlives the run
         for item in running:

@@ -13,7 +13,7 @@ import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anpred.analysis.oracle import OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
@@ -50,6 +50,9 @@ from anpred.store.summary import (
     Propagation,
     Summary,
 )
+
+if TYPE_CHECKING:
+    from anpred.pipeline.early_pass import EarlyPass
 
 
 def _clean(value: Any) -> Any:
@@ -246,6 +249,7 @@ def _gather(
     params: OracleParams,
     say: Say,
     processes: int = 1,
+    early: EarlyPass | None = None,
 ) -> tuple[RunEvidence, OracleParams]:
     """The streaming pass over the captures (and its statistics written), or, for a run that
     went in chunks, their statistics merged (:mod:`anpred.pipeline.chunks`), or, when
@@ -271,7 +275,7 @@ def _gather(
     if not captures_pruned(store, [REFERENCE64, *names], input_ids):
         ev = collect_inputs(
             store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say,
-            processes,
+            processes, early,
         )  # fmt: skip
         statistics.save(store, ev, params.metric_names(), names, input_ids)
         return ev, params
@@ -304,11 +308,13 @@ def analyse(
     say: Say = quiet,
     params: OracleParams | None = None,
     processes: int = 1,
+    early: EarlyPass | None = None,
 ) -> Summary:
     """Analyse a run directory (finished or interrupted): write the deviations table and
     return the typed summary (``summary.to_dict()`` is what the run store writes).
     The streaming pass over the captures uses up to ``processes`` processes
-    (:mod:`anpred.pipeline.collect_pool`; the numbers do not depend on it).
+    (:mod:`anpred.pipeline.collect_pool`; the numbers do not depend on it); ``early``: the
+    inputs a run began to collect while its last workers ran (:mod:`anpred.pipeline.early_pass`).
     """
     run_dir = Path(run_dir)
     store = RunStore.open(run_dir)
@@ -319,7 +325,7 @@ def analyse(
     sources = store.read_input_sources()
     anchors = [a["key"] for a in export["anchors"]]
     records, names = _participants(store)
-    ev, params = _gather(store, names, anchors, input_ids, params, say, processes)
+    ev, params = _gather(store, names, anchors, input_ids, params, say, processes, early)
     verdicts: list[Verdict] = []
     for anchor in anchors:
         if ev.evidence[anchor]:

@@ -20,8 +20,10 @@ did not deliver are collected here, so the error is the one the serial pass rais
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from anpred import fork_server
 from anpred.analysis import onepass
@@ -30,6 +32,9 @@ from anpred.pipeline.evidence import RunEvidence, collect
 from anpred.pipeline.statistics import merge
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
+
+if TYPE_CHECKING:
+    from anpred.pipeline.early_pass import EarlyPass
 
 MIN_BYTES = 64 << 20
 """Capture bytes (all participants' captures of the inputs, on disk) below which the pass
@@ -116,6 +121,41 @@ def _capture_bytes(run_dir: Path, participants: Sequence[str], input_id: str) ->
     return total
 
 
+@dataclass(frozen=True)
+class PassTask:
+    """What a pass collects, but the inputs: two passes with equal tasks give the same
+    records for an input.
+    """
+
+    run_dir: Path
+    participants: tuple[str, ...]
+    reference64: str
+    reference32: str
+    anchors: tuple[str, ...]
+    params: OracleParams
+    compiled: bool
+
+    def submit(self, pool: ProcessPoolExecutor, input_id: str) -> Future[RunEvidence | None]:
+        """Collect ``input_id`` in ``pool``."""
+        return pool.submit(
+            _one, self.run_dir, list(self.participants), self.reference64, self.reference32,
+            list(self.anchors), input_id, self.params, self.compiled,
+        )  # fmt: skip
+
+
+Started = tuple[ProcessPoolExecutor, dict[str, "Future[RunEvidence | None]"]]
+"""A pool and the inputs submitted to it."""
+
+
+def new_pool(processes: int, compiled: bool) -> ProcessPoolExecutor:
+    """A pool of up to ``processes`` analysing processes, forked from the fork server."""
+    return ProcessPoolExecutor(
+        max_workers=processes,
+        mp_context=fork_server.context(_preload(compiled)),
+        initializer=fork_server.ignore_interrupt,
+    )
+
+
 def _one(
     run_dir: Path,
     participants: Sequence[str],
@@ -149,6 +189,7 @@ def collect_inputs(
     params: OracleParams,
     say: Say,
     processes: int = 1,
+    early: EarlyPass | None = None,
 ) -> RunEvidence:
     """:func:`~anpred.pipeline.evidence.collect`, in up to ``processes`` processes.
 
@@ -162,21 +203,16 @@ def collect_inputs(
         params: Oracle parameters.
         say: Progress (a line per input, as the inputs finish).
         processes: Processes at most (the run's ``--parallel``); 1: this process only.
+        early: Inputs a run began to analyse while its last workers ran: the pass takes
+            over their processes and results when they were collected as it collects them
+            (same participants, anchors, parameters and loops), else it stops them.
 
     Returns:
         The records, as one pass over ``input_ids`` in order gathers them.
     """
     input_ids = list(input_ids)
     processes = min(processes, len(input_ids))
-    # the first input's captures, times the inputs: what the pass will read
-    work = (
-        _capture_bytes(run_dir, [reference64, *participants], input_ids[0]) * len(input_ids)
-        if input_ids
-        else 0
-    )
-    # kernels(): what this process may use (numba installed, no ANPRED_NO_JIT) the
-    # processes use too, whatever the fork server's environment was
-    compiled = work >= COMPILED_MIN_BYTES and onepass.kernels() is not None
+    work, compiled = plan_pass(run_dir, [reference64, *participants], input_ids)
     previous = onepass.use_compiled(compiled)
     try:
         if compiled:
@@ -185,50 +221,46 @@ def collect_inputs(
             return collect(
                 run_dir, participants, reference64, reference32, anchors, input_ids, params, say
             )
-        return _in_processes(
-            run_dir, participants, reference64, reference32, anchors, input_ids, params, say,
-            processes, compiled,
-        )  # fmt: skip
+        task = PassTask(Path(run_dir).resolve(), tuple(participants), reference64, reference32,
+                        tuple(anchors), params, compiled)  # fmt: skip
+        started = early.hand_over(task) if early is not None else None
+        return _in_processes(task, input_ids, say, processes, started)
     finally:
+        if early is not None:
+            early.close()  # what it did not hand over is of no use
         onepass.use_compiled(previous)
 
 
+def plan_pass(run_dir: Path, names: Sequence[str], input_ids: Sequence[str]) -> tuple[int, bool]:
+    """What a pass over ``input_ids`` will read (the first input's captures of ``names``, on
+    disk, times the inputs) and whether it uses the compiled loops (:data:`COMPILED_MIN_BYTES`).
+    """
+    work = _capture_bytes(run_dir, names, input_ids[0]) * len(input_ids) if input_ids else 0
+    # kernels(): what this process may use (numba installed, no ANPRED_NO_JIT) the
+    # processes use too, whatever the fork server's environment was
+    return work, work >= COMPILED_MIN_BYTES and onepass.kernels() is not None
+
+
 def _in_processes(
-    run_dir: Path,
-    participants: Sequence[str],
-    reference64: str,
-    reference32: str,
-    anchors: Sequence[str],
+    task: PassTask,
     input_ids: list[str],
-    params: OracleParams,
     say: Say,
     processes: int,
-    compiled: bool,
+    started: Started | None = None,
 ) -> RunEvidence:
-    """:func:`collect_inputs` in ``processes`` processes, one input per task."""
-    say(f"  analyse {len(input_ids)} inputs in {processes} processes")
+    """:func:`collect_inputs` in ``processes`` processes, one input per task; ``started``:
+    a pool and the inputs already submitted to it (an early pass's).
+    """
+    early = {f: i for i, f in started[1].items() if i in input_ids} if started else {}
+    ahead = f" ({len(early)} begun while the last workers ran)" if early else ""
+    say(f"  analyse {len(input_ids)} inputs in {processes} processes{ahead}")
     parts: dict[str, RunEvidence] = {}
     pool: ProcessPoolExecutor | None = None
     try:
-        pool = ProcessPoolExecutor(
-            max_workers=processes,
-            mp_context=fork_server.context(_preload(compiled)),
-            initializer=fork_server.ignore_interrupt,
-        )
-        futures = {
-            pool.submit(
-                _one,
-                Path(run_dir),
-                list(participants),
-                reference64,
-                reference32,
-                list(anchors),
-                i,
-                params,
-                compiled,
-            ): i
-            for i in input_ids
-        }
+        futures: dict[Future[RunEvidence | None], str] = dict(early)
+        pool = started[0] if started is not None else new_pool(processes, task.compiled)
+        submitted = set(futures.values())
+        futures.update({task.submit(pool, i): i for i in input_ids if i not in submitted})
         for future in as_completed(futures):
             input_id, records = futures[future], future.result()
             if records is not None:
@@ -249,6 +281,7 @@ def _in_processes(
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
             parts[i] = collect(
-                run_dir, participants, reference64, reference32, anchors, [i], params, say
-            )
+                task.run_dir, task.participants, task.reference64, task.reference32,
+                task.anchors, [i], task.params, say,
+            )  # fmt: skip
     return merge([parts[i] for i in input_ids], input_ids)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from anpred.progress import Say
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
 from anpred.store.files import PrunedCaptureError
 from anpred.store.summary import Summary
+
+if TYPE_CHECKING:
+    from anpred.pipeline.early_pass import EarlyPass
 
 
 @dataclass
@@ -370,6 +373,7 @@ def resume_workers(
     executor: Executor | None = None,
     reference: Participant | None = None,
     when_idle: Callable[[], None] | None = None,
+    on_tail: Callable[[int], None] | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the participants that have not finished in ``run_dir`` yet; reuse the others.
 
@@ -377,7 +381,7 @@ def resume_workers(
     ``executor`` says where they run (default: local processes). ``reference``: the
     participant that writes ``isolation_source`` (the fp64 reference), run with the others
     instead of before them (see :func:`~anpred.execution.pool.run_workers`); it is
-    reused when it finished, like any participant. ``when_idle``: see
+    reused when it finished, like any participant. ``when_idle``, ``on_tail``: see
     :func:`~anpred.execution.pool.run_workers`.
     """
 
@@ -415,6 +419,7 @@ def resume_workers(
                 executor=executor,
                 reference=reference,
                 when_idle=when_idle,
+                on_tail=on_tail,
             )
         )
     return results
@@ -484,6 +489,38 @@ def _warm_analysis(
     warm_fork_server(run_dir, participants, REFERENCE64, input_ids, parallel, also=PLOTTING)
 
 
+def early_pass(
+    options: RunOptions,
+    run_dir: Path,
+    participants: Sequence[Participant],
+    export: AnchoredExport,
+    input_ids: Sequence[str],
+    parallel: int,
+    executor: Executor | None,
+) -> EarlyPass | None:
+    """What collects finished inputs in the slots the last workers leave free, set to
+    collect them as :func:`~anpred.pipeline.analyse.analyse` will (its participants, anchors
+    and oracle parameters); ``None`` where the workers do not write to this file system.
+    """
+    if executor is not None and not isinstance(executor, LocalExecutor):
+        return None
+    from anpred.analysis.oracle import OracleParams
+    from anpred.pipeline.calibrate import with_stored_calibration
+    from anpred.pipeline.early_pass import EarlyPass
+
+    return EarlyPass(
+        run_dir,
+        [p.name for p in participants],
+        REFERENCE64,
+        REFERENCE32,
+        [a.key for a in export.anchors],
+        input_ids,
+        with_stored_calibration(RunStore(run_dir), OracleParams()),
+        parallel,
+        options.isolation,
+    )
+
+
 def execute(
     options: RunOptions,
     run_dir: Path,
@@ -497,12 +534,15 @@ def execute(
     env: Mapping[str, str] | None = None,
     executor: Executor | None = None,
     observer_inputs: Sequence[str] | None = None,
+    early: EarlyPass | None = None,
 ) -> dict[str, WorkerResult]:
     """Run the fp64 reference and every participant; skip finished ones (resume).
 
     ``observer_inputs``: the inputs whose plain output the workers also compute (the
     observer check); default the first :data:`~anpred.execution.worker.OBSERVER_INPUTS`
-    of ``input_ids`` (a chunk of a run passes the run's first ones).
+    of ``input_ids`` (a chunk of a run passes the run's first ones). ``early``: collects
+    finished inputs in the slots the last workers leave free
+    (:mod:`anpred.pipeline.early_pass`).
 
     Where the workers share this file system (local processes), the fp64 reference runs
     first in line with the others, which wait for its captures when they isolate: the
@@ -550,6 +590,7 @@ def execute(
                 executor,
                 reference=concurrent,
                 when_idle=warm if n == len(groups) - 1 else None,
+                on_tail=early.tick if early is not None and n == len(groups) - 1 else None,
             )
         )
     order = [REFERENCE64, *(p.name for p in participants)]
@@ -647,12 +688,15 @@ def run(
 
         say(apply_calibration(calibration, options, export, participants, out, input_ids))
 
-    def execute_some(ids: list[str], group: list[Participant]) -> dict[str, WorkerResult]:
+    def execute_some(
+        ids: list[str], group: list[Participant], early: EarlyPass | None = None
+    ) -> dict[str, WorkerResult]:
         return execute(
             options, out, group, export, ids, say, threads, parallel, timeout, limits,
-            executor, observer_inputs=input_ids[:OBSERVER_INPUTS],
+            executor, observer_inputs=input_ids[:OBSERVER_INPUTS], early=early,
         )  # fmt: skip
 
+    early = None
     try:
         if chunked(chunk, len(input_ids), keep_captures):
             from anpred.analysis.oracle import OracleParams
@@ -668,12 +712,13 @@ def run(
             order = [REFERENCE64, *(p.name for p in participants)]
             results = {n: results[n] for n in order if n in results}
         else:
-            results = execute_some(input_ids, participants)
+            early = early_pass(options, out, participants, export, input_ids, parallel, executor)
+            results = execute_some(input_ids, participants, early)
         RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
         from anpred.pipeline.analyse import analyse
 
         say("analyse: align, consensus, oracle, localization, baselines")
-        summary = analyse(out, say=say, processes=parallel)
+        summary = analyse(out, say=say, processes=parallel, early=early)
         if drill and summary.findings:
             from anpred.analysis.oracle import OracleParams
             from anpred.pipeline.calibrate import with_stored_calibration
@@ -704,6 +749,8 @@ def run(
 
         write_report(out, summary, processes=parallel)
     finally:
+        if early is not None:
+            early.close()  # interrupted, or the analysis did not take it over
         fork_server.stop()  # the run kept it for its analysis and report
     if keep_captures == KEEP_NEEDED:
         prune_run(out, summary, say)

@@ -1,0 +1,159 @@
+"""Analysing inputs while the last workers still run.
+
+Once no worker is left to start, a run's slots free up one by one while the last workers
+finish their inputs. An input whose captures every participant has written for good (its
+capture, and its isolated capture where the run isolates, or the worker ended without
+them) is already what the analysis will read, so it can be collected in a free slot then
+(:mod:`anpred.pipeline.collect_pool`'s processes, from the run's fork server) instead of
+after the last worker. The pass after the workers takes over the processes and the inputs
+submitted to them (:meth:`EarlyPass.hand_over`) when it collects as they were collected:
+same participants, references, anchors, oracle parameters and loops; otherwise it stops
+them and collects every input itself. Either way the records are those one pass over the
+finished run gathers (tests/pipeline/test_early_pass.py).
+
+Whether the pass uses the compiled loops is decided as the pass decides it, from the
+first input's captures, so nothing is submitted before the first input is complete.
+Getting ahead must never disturb the run: any error stops the early pass, and the pass
+after the workers collects what it did not deliver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+
+from anpred.analysis import onepass
+from anpred.analysis.oracle import OracleParams
+from anpred.pipeline import collect_pool
+from anpred.pipeline.collect_pool import PassTask, Started
+from anpred.pipeline.evidence import RunEvidence
+from anpred.store import ISOLATED, RunStore, Status
+
+
+class EarlyPass:
+    """The inputs of a run collected in the slots its last workers leave free.
+
+    Args:
+        run_dir: The run directory.
+        participants: The judged participants, as the analysis will name them.
+        reference64: The fp64 reference participant.
+        reference32: The fp32 reference participant.
+        anchors: Anchor keys in topological order.
+        input_ids: The run's inputs, in order.
+        params: The oracle parameters the analysis will use.
+        processes: Processes at most (the run's ``--parallel``).
+        isolation: Whether the participants also write isolated captures.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        participants: Sequence[str],
+        reference64: str,
+        reference32: str,
+        anchors: Sequence[str],
+        input_ids: Sequence[str],
+        params: OracleParams,
+        processes: int,
+        isolation: bool,
+    ) -> None:
+        self.store = RunStore(run_dir)
+        self.names = [reference64, *participants]
+        self.input_ids = list(input_ids)
+        self.processes = processes
+        self.isolation = isolation
+        self._partial = (Path(run_dir).resolve(), tuple(participants), reference64, reference32,
+                         tuple(anchors), params)  # fmt: skip
+        self.task: PassTask | None = None  # decided with the first input
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: dict[str, Future[RunEvidence | None]] = {}
+        self.closed = processes < 2 or len(self.input_ids) < 2
+        self._complete: set[tuple[str, str]] = set()  # (participant, input) written for good
+
+    def tick(self, free: int) -> None:
+        """Submit inputs every participant has finished while fewer than ``free`` are being
+        collected (``free``: the run's idle slots now). Never raises.
+        """
+        try:
+            if self.closed or free < 1:
+                return
+            busy = sum(not f.done() for f in self.futures.values())
+            for input_id in self.input_ids:
+                if busy >= free:
+                    return
+                if input_id in self.futures or not self._ready(input_id):
+                    continue
+                if self.task is None and not self._decide():
+                    return
+                assert self.task is not None
+                if self.pool is None:
+                    self.pool = collect_pool.new_pool(self.processes, self.task.compiled)
+                self.futures[input_id] = self.task.submit(self.pool, input_id)
+                busy += 1
+        except Exception:  # noqa: BLE001 - see the module's docstring
+            self.close()
+
+    def _decide(self) -> bool:
+        """Decide the loops as the pass will (the first input must be complete); ``False``
+        (and closed) when the pass would not use processes or would compile the loops first.
+        """
+        if not self._ready(self.input_ids[0]):
+            return False
+        work, compiled = collect_pool.plan_pass(self.store.root, self.names, self.input_ids)
+        if work < collect_pool.MIN_BYTES or (compiled and not _loops_cached()):
+            self.close()
+            return False
+        self.task = PassTask(*self._partial, compiled)
+        return True
+
+    def _ready(self, input_id: str) -> bool:
+        """Whether every participant has written ``input_id``'s captures for good."""
+        return all(self._done_with(name, input_id) for name in self.names)
+
+    def _done_with(self, name: str, input_id: str) -> bool:
+        if (name, input_id) in self._complete:
+            return True
+        folder = self.store.participant(name)
+        done = folder.capture_done(input_id)
+        if done and (
+            not self.isolation or name == self.names[0] or folder.capture_done(input_id, ISOLATED)
+        ):
+            self._complete.add((name, input_id))
+            return True
+        # without its captures (or isolated capture) so far: for good only once it ended,
+        # or, for the isolated capture, once its runtime said it cannot isolate
+        status = folder.read_status()
+        ended = Status.parse(status.get("state"), Status.RUNNING) != Status.RUNNING
+        if ended or (done and "isolation" in status):
+            self._complete.add((name, input_id))
+            return True
+        return False
+
+    def hand_over(self, task: PassTask) -> Started | None:
+        """The pool and the inputs submitted to it, for a pass that collects ``task``;
+        ``None`` (nothing submitted, or submitted for another task). The early pass is
+        finished either way.
+        """
+        if self.closed or self.pool is None or task != self.task:
+            self.close()
+            return None
+        started = (self.pool, dict(self.futures))
+        self.pool, self.futures, self.closed = None, {}, True
+        return started
+
+    def close(self) -> None:
+        """Stop: cancel what has not started, stop the processes. Idempotent."""
+        self.closed = True
+        pool, self.pool, self.futures = self.pool, None, {}
+        if pool is None:
+            return
+        # the executor has no public way to stop its processes before Python 3.14
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _loops_cached() -> bool:
+    loops = onepass.kernels()
+    return loops is not None and loops.cached()

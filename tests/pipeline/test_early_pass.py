@@ -1,0 +1,187 @@
+"""Inputs collected while the last workers run: the records of one pass, byte for byte."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from pool_helpers import children, golden_copy, judged, statistics_of
+
+from anpred import fork_server
+from anpred.analysis.oracle import OracleParams
+from anpred.participants import REFERENCE32 as REF32
+from anpred.participants import REFERENCE64 as REF
+from anpred.pipeline import collect_pool
+from anpred.pipeline.analyse import analyse
+from anpred.pipeline.calibrate import with_stored_calibration
+from anpred.pipeline.early_pass import EarlyPass
+from anpred.store import RunStore
+
+
+def _early(run: Path, **changes) -> EarlyPass:
+    """An early pass set as the run sets it (``changes``: what to set otherwise)."""
+    store = RunStore(run)
+    fields = {
+        "participants": [p for p in store.read_participants() if p != REF],
+        "anchors": [a["key"] for a in store.read_export()["anchors"]],
+        "params": with_stored_calibration(store, OracleParams()),
+        "input_ids": store.read_input_ids(),
+    }
+    fields.update(changes)
+    return EarlyPass(
+        run, fields["participants"], REF, REF32, fields["anchors"], fields["input_ids"],
+        fields["params"], processes=2, isolation=True,
+    )  # fmt: skip
+
+
+def _tail(early: EarlyPass, free: int = 1) -> None:
+    """Tick as the pool does until nothing more is submitted and all of it is done."""
+    for _ in range(200):
+        submitted = len(early.futures)
+        early.tick(free)
+        if len(early.futures) == submitted and all(f.done() for f in early.futures.values()):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the early pass did not settle")
+
+
+def _hide(run: Path, folder: str, input_id: str, kind: str = "capture") -> Path:
+    """Make a capture look not written yet (its record is what marks it done)."""
+    record = run / "captures" / folder / f"{input_id}.{kind}.json"
+    hidden = record.with_name(f".{record.name}.hidden")
+    record.rename(hidden)
+    return hidden
+
+
+def _set_state(run: Path, folder: str, **fields) -> None:
+    path = run / "captures" / folder / "status.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.fixture
+def pooled(monkeypatch) -> None:
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)  # the tiny run is worth processes
+
+
+def test_inputs_collected_early_give_the_records_of_one_pass(tmp_path, monkeypatch, pooled) -> None:
+    one, two = golden_copy(tmp_path, "one"), golden_copy(tmp_path, "two")
+    serial = analyse(one, processes=1).to_dict()
+    before = children()
+    early = _early(two)
+    _tail(early)  # one free slot: one process collected every (finished) input
+    assert len(early.futures) == 5 and all(f.result() for f in early.futures.values())
+
+    def no_new_pool(*_a, **_k):
+        raise AssertionError("the pass started a pool of its own")
+
+    monkeypatch.setattr(collect_pool, "new_pool", no_new_pool)
+    said: list[str] = []
+    try:
+        got = analyse(two, say=said.append, processes=2, early=early).to_dict()
+    finally:
+        fork_server.stop()  # the run stops it after its report
+    assert len([s for s in said if s.startswith("  analysed input ")]) == 5
+    assert statistics_of(two) == statistics_of(one)
+    assert judged(got) == judged(serial) and serial["findings"]
+    assert children() <= before  # the handed-over processes ended with the pass
+
+
+def test_an_input_waits_for_every_participant(tmp_path, pooled) -> None:
+    run = golden_copy(tmp_path, "run")
+    ids = RunStore(run).read_input_ids()
+    early = _early(run)
+    try:
+        first = _hide(run, "jax", ids[0])
+        _set_state(run, "jax", state="running")
+        _tail(early, free=2)
+        assert not early.futures  # the loops are decided on the first input: nothing yet
+        first.rename(first.with_name(f"{ids[0]}.capture.json"))
+        iso = _hide(run, "openvino", ids[2], "isolated")  # written, not isolated yet
+        _set_state(run, "openvino", state="running")
+        ref = _hide(run, "torch_fp64", ids[3])  # the fp64 reference has not got to it
+        _set_state(run, "torch_fp64", state="running")
+        _tail(early, free=2)
+        assert set(early.futures) == {ids[0], ids[1], ids[4]}
+        _set_state(run, "openvino", isolation="isolation unavailable: no")  # it never will
+        _tail(early, free=2)
+        assert set(early.futures) == {ids[0], ids[1], ids[2], ids[4]}
+        _set_state(run, "torch_fp64", state="crash")  # it ended without the input
+        _tail(early, free=2)
+        assert set(early.futures) == set(ids)
+        del iso, ref
+    finally:
+        early.close()
+        fork_server.stop()
+
+
+def test_no_more_than_the_free_slots_are_busy(tmp_path, pooled) -> None:
+    run = golden_copy(tmp_path, "run")
+    early = _early(run)
+    try:
+        early.tick(0)
+        assert not early.futures  # no slot free: nothing starts
+        early.tick(1)
+        early.tick(1)  # the first one may still run
+        assert 1 <= len(early.futures) <= 2
+        busy = sum(not f.done() for f in early.futures.values())
+        assert busy <= 1
+    finally:
+        early.close()
+        fork_server.stop()
+
+
+def test_a_pass_that_collects_otherwise_stops_the_early_one(tmp_path, pooled) -> None:
+    one, two = golden_copy(tmp_path, "one"), golden_copy(tmp_path, "two")
+    serial = analyse(one, processes=1).to_dict()
+    before = children()
+    early = _early(two, params=OracleParams(noise_factor=OracleParams().noise_factor * 2))
+    _tail(early)
+    assert early.futures
+    try:
+        got = analyse(two, processes=2, early=early).to_dict()
+    finally:
+        fork_server.stop()
+    assert early.closed and early.pool is None  # not handed over: its records were other
+    assert statistics_of(two) == statistics_of(one)
+    assert judged(got) == judged(serial)
+    assert children() <= before
+
+
+def test_small_runs_are_not_collected_early(tmp_path) -> None:
+    run = golden_copy(tmp_path, "run")
+    early = _early(run)
+    _tail(early, free=2)  # far below MIN_BYTES: the pass would not use processes
+    assert early.closed and not early.futures
+
+
+def test_a_run_ticks_its_early_pass_and_hands_it_to_the_analysis(
+    tmp_path, monkeypatch, pooled, tiny_onnx
+) -> None:
+    import anpred
+    from anpred.pipeline import early_pass
+
+    seen: dict[str, list] = {"free": [], "handed": []}
+    tick, hand_over = early_pass.EarlyPass.tick, early_pass.EarlyPass.hand_over
+
+    def spy_tick(self, free):
+        seen["free"].append(free)
+        return tick(self, free)
+
+    def spy_hand_over(self, task):
+        started = hand_over(self, task)
+        seen["handed"].append(started)
+        return started
+
+    monkeypatch.setattr(early_pass.EarlyPass, "tick", spy_tick)
+    monkeypatch.setattr(early_pass.EarlyPass, "hand_over", spy_hand_over)
+    before = children()
+    run = anpred.run(
+        str(tiny_onnx), "onnxruntime,openvino", images=3, out=tmp_path / "run",
+        progress=None, drill=False, calibration="off", parallel=2,
+    )  # fmt: skip
+    assert run.summary.participants  # analysed
+    assert seen["free"] and set(seen["free"]) <= {0, 1}  # told the free slots in the tail
+    assert len(seen["handed"]) == 1  # the analysis asked it for what the tail began
+    assert children() <= before  # nothing outlives the run
