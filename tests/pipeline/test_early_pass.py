@@ -185,3 +185,33 @@ def test_a_run_ticks_its_early_pass_and_hands_it_to_the_analysis(
     assert seen["free"] and set(seen["free"]) <= {0, 1}  # told the free slots in the tail
     assert len(seen["handed"]) == 1  # the analysis asked it for what the tail began
     assert children() <= before  # nothing outlives the run
+
+
+def test_chunks_hand_their_early_passes_to_their_analyses(tmp_path, monkeypatch, tiny_onnx) -> None:
+    import anpred
+    from anpred.pipeline import early_pass
+
+    def chunked(out: Path) -> dict:
+        said: list[str] = []
+        run = anpred.run(
+            str(tiny_onnx), "onnxruntime,openvino", images=4, out=out, progress=said.append,
+            drill=False, calibration="off", parallel=2, chunk=2,
+        )  # fmt: skip
+        assert "chunk 2/2: inputs 3-4 of 4" in said
+        summary = judged(run.summary.to_dict())
+        del summary["participants"]  # their timings, process ids
+        return summary
+
+    alone = chunked(tmp_path / "alone")  # the tiny run is below MIN_BYTES: no early pass
+    handed: list[object] = []
+    hand_over = early_pass.EarlyPass.hand_over
+    monkeypatch.setattr(
+        early_pass.EarlyPass,
+        "hand_over",
+        lambda self, task: handed.append(task) or hand_over(self, task),
+    )
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    before = children()
+    assert chunked(tmp_path / "early") == alone
+    assert len(handed) == 2  # each chunk's analysis asked its own early pass
+    assert children() <= before

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anpred.analysis.oracle import OracleParams, noise_candidates
 from anpred.errors import UsageError
@@ -52,8 +52,15 @@ from anpred.progress import Say, quiet
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 
-#: Runs the workers of some participants on some inputs (``run.execute`` with its settings).
-Execute = Callable[[list[str], list[Participant]], dict[str, WorkerResult]]
+if TYPE_CHECKING:
+    from anpred.pipeline.early_pass import EarlyPass
+
+#: Runs the workers of some participants on some inputs (``run.execute`` with its settings),
+#: with the early pass of those inputs when there is one (:mod:`anpred.pipeline.early_pass`).
+Execute = Callable[[list[str], list[Participant], "EarlyPass | None"], dict[str, WorkerResult]]
+
+#: The early pass of a chunk's inputs, set as the chunk's analysis collects them, or ``None``.
+EarlyFor = Callable[[list[str]], "EarlyPass | None"]
 
 #: Inputs per chunk by default: runs of up to this many inputs go in one go, as before.
 #: yolov8n, six libraries: ~9 GB of captures at the peak of a chunk.
@@ -102,11 +109,13 @@ def run_in_chunks(
     params: OracleParams,
     say: Say,
     processes: int = 1,
+    early_for: EarlyFor | None = None,
 ) -> dict[str, WorkerResult]:
     """Run, analyse and prune the run's inputs a chunk at a time; return every worker's
     result as one run in one go returns them (a failure stays the participant's result).
     A chunk's streaming pass uses up to ``processes`` processes
-    (:mod:`anpred.pipeline.collect_pool`).
+    (:mod:`anpred.pipeline.collect_pool`), and begins with the inputs its last workers
+    have finished when ``early_for`` gives the chunk an early pass.
     """
     covered = covered_inputs(store)
     chunks = plan(input_ids, size, covered)
@@ -123,22 +132,29 @@ def run_in_chunks(
     for k, ids in enumerate(chunks):
         first, last = position[ids[0]] + 1, position[ids[-1]] + 1
         say(f"chunk {k + 1}/{len(chunks)}: inputs {first}-{last} of {len(input_ids)}")
-        got = execute(ids, active)
-        results.update(got)
-        failed = [n for n, r in got.items() if r.failed]
-        if failed:
-            active = [p for p in active if p.name not in failed]
-            if healthy:
-                say(
-                    f"chunk {k + 1}: {', '.join(failed)} failed; later chunks run without it "
-                    "and are analysed at the end, nothing more is pruned early"
+        early = early_for(ids) if early_for is not None and healthy and not judged else None
+        try:
+            got = execute(ids, active, early)
+            results.update(got)
+            failed = [n for n, r in got.items() if r.failed]
+            if failed:
+                active = [p for p in active if p.name not in failed]
+                if healthy:
+                    say(
+                        f"chunk {k + 1}: {', '.join(failed)} failed; later chunks run without "
+                        "it and are analysed at the end, nothing more is pruned early"
+                    )
+                healthy = False
+            store.write_participants(
+                {n: r.to_dict() for n, r in _merged(previous, results, store, input_ids).items()}
+            )
+            if healthy and not judged:
+                _analyse_chunk(
+                    store, names, anchors, ids, input_ids[0], params, say, processes, early
                 )
-            healthy = False
-        store.write_participants(
-            {n: r.to_dict() for n, r in _merged(previous, results, store, input_ids).items()}
-        )
-        if healthy and not judged:
-            _analyse_chunk(store, names, anchors, ids, input_ids[0], params, say, processes)
+        finally:
+            if early is not None:
+                early.close()  # a failed chunk is analysed at the end, without it
     return _merged(previous, results, store, input_ids)
 
 
@@ -178,14 +194,16 @@ def _analyse_chunk(
     params: OracleParams,
     say: Say,
     processes: int = 1,
+    early: EarlyPass | None = None,
 ) -> None:
     """The chunk's streaming pass, its statistics, and the prune of its captures."""
     from anpred.pipeline import statistics
     from anpred.pipeline.collect_pool import collect_inputs
 
     ev = collect_inputs(
-        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, quiet, processes
-    )
+        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, quiet, processes,
+        early,
+    )  # fmt: skip
     statistics.save_chunk(store, ev, params.metric_names(), names, ids)
     keep = candidate_anchors(ev, params, ids)
     freed, kept = prune_chunk(store, ids, keep, first_input)

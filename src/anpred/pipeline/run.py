@@ -707,8 +707,10 @@ def run(
             params = with_stored_calibration(store, OracleParams())
             anchors = [a.key for a in export.anchors]
             results = run_in_chunks(
-                store, execute_some, participants, input_ids, anchors, chunk, params, say, parallel
-            )
+                store, execute_some, participants, input_ids, anchors, chunk, params, say,
+                parallel, partial(early_pass, options, out, participants, export, parallel=parallel,
+                                  executor=executor),
+            )  # fmt: skip
             order = [REFERENCE64, *(p.name for p in participants)]
             results = {n: results[n] for n in order if n in results}
         else:
