@@ -165,3 +165,62 @@ def test_median_is_bitwise_numpys(size: int) -> None:
     assert _median(values) == float(np.median(values))
     values[0] = np.nan
     assert math.isnan(_median(values))
+
+
+def _numba_or_skip():
+    from anpred.analysis import onepass
+
+    if onepass.kernels() is None:
+        pytest.skip("numba is not installed")
+    from anpred.analysis import compiled_outputs
+
+    return compiled_outputs
+
+
+def _outputs(rng, shape):
+    """Outputs as the analysis hands them over: float32 values as float64, with the
+    corners a baseline must get right (zeros in the reference, NaN, inf, exact ties)."""
+    fp64 = rng.standard_normal(shape) * 100
+    fp32 = fp64.astype(np.float32).astype(np.float64)
+    fp32.reshape(-1)[: min(5, fp32.size - 1)] = 0.0
+    outputs = {"ref": fp32.copy()}
+    for k, scale in enumerate((1e-7, 1e-5, 1e-3)):
+        noisy = fp32 + rng.standard_normal(shape) * scale * np.abs(fp32)
+        outputs[f"p{k}"] = noisy.astype(np.float32).astype(np.float64)
+    if fp32.size:
+        odd = outputs["p2"].copy()
+        odd.reshape(-1)[-1] = np.inf
+        outputs["inf"] = odd
+        odd = odd.copy()
+        odd.reshape(-1)[0] = np.nan
+        outputs["nan"] = odd
+    return outputs, fp32, fp64
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("shape", [(1, 84, 8400), (2, 5), (1,), (3, 1, 1), (0,)])
+def test_the_compiled_baselines_give_numpys_numbers(shape) -> None:
+    from anpred.analysis import onepass
+
+    _numba_or_skip()
+    rng = np.random.default_rng(len(shape))
+    outputs, fp32, fp64 = _outputs(rng, shape)
+    previous = onepass.use_compiled(False)
+    try:
+        numpy_path = judge_with_all(outputs, fp32, fp64)
+        onepass.use_compiled(True)
+        compiled = judge_with_all(outputs, fp32, fp64)
+    finally:
+        onepass.use_compiled(previous)
+    for method, per in numpy_path.items():
+        for participant, verdict in per.items():
+            got = compiled[method][participant].statistics()
+            expected = verdict.statistics()
+            assert got.keys() == expected.keys()
+            for key, value in expected.items():  # bit for bit, and the same types
+                assert _same(got[key], value), (method, participant, key, got[key], value)

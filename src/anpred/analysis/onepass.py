@@ -232,6 +232,9 @@ def warm() -> None:
     names = (*ELEMENTWISE, "wasserstein", "channel_moments")
     measure_anchor([get_metric(n) for n in names], {"a": values, "b": values}, values)
     loops.error_profile(values, values, False, np.zeros(2), np.zeros(4))  # the dimension records
+    from anpred.analysis import compiled_outputs
+
+    compiled_outputs.warm()  # the output-level baselines
 
 
 def _compiled(
