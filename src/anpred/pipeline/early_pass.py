@@ -14,7 +14,11 @@ finished run gathers (tests/pipeline/test_early_pass.py).
 Whether the pass uses the compiled loops is decided as the pass decides it, from the
 first input's captures, so nothing is submitted before the first input is complete.
 Getting ahead must never disturb the run: any error stops the early pass, and the pass
-after the workers collects what it did not deliver.
+after the workers collects what it did not deliver. Nothing starts while the fp64
+reference's worker runs: a slot holds a worker or an analysis process, which keeps the
+run within the memory its budget counted (:mod:`anpred.pipeline.budget`: the larger of
+the workers' and the analysis's peaks), but the reference's worker is larger than a slot's
+share.
 """
 
 from __future__ import annotations
@@ -76,8 +80,8 @@ class EarlyPass:
         collected (``free``: the run's idle slots now). Never raises.
         """
         try:
-            if self.closed or free < 1:
-                return
+            if self.closed or free < 1 or not self._ended(self.names[0]):
+                return  # beside the fp64 reference's worker, the run's memory budget has no room
             busy = sum(not f.done() for f in self.futures.values())
             for input_id in self.input_ids:
                 if busy >= free:
@@ -124,11 +128,13 @@ class EarlyPass:
         # without its captures (or isolated capture) so far: for good only once it ended,
         # or, for the isolated capture, once its runtime said it cannot isolate
         status = folder.read_status()
-        ended = Status.parse(status.get("state"), Status.RUNNING) != Status.RUNNING
-        if ended or (done and "isolation" in status):
+        if _ended(status) or (done and "isolation" in status):
             self._complete.add((name, input_id))
             return True
         return False
+
+    def _ended(self, name: str) -> bool:
+        return _ended(self.store.participant(name).read_status())
 
     def hand_over(self, task: PassTask) -> Started | None:
         """The pool and the inputs submitted to it, for a pass that collects ``task``;
@@ -152,6 +158,11 @@ class EarlyPass:
         for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ended(status: dict[str, object]) -> bool:
+    """Whether a worker's status says it ended (no state yet: it runs)."""
+    return Status.parse(status.get("state"), Status.RUNNING) != Status.RUNNING
 
 
 def _loops_cached() -> bool:
