@@ -214,3 +214,38 @@ def test_chunks_hand_their_early_passes_to_their_analyses(tmp_path, monkeypatch,
     assert chunked(tmp_path / "early") == alone
     assert len(handed) == 2  # each chunk's analysis asked its own early pass
     assert children() <= before
+
+
+def test_a_fault_run_of_an_evaluation_begins_its_analysis_early(
+    tmp_path, monkeypatch, tiny_onnx
+) -> None:
+    import anpred
+    from anpred.evaluation.campaign import run_fault
+    from anpred.inject.spec import FaultSpec
+    from anpred.pipeline import early_pass
+
+    clean = anpred.run(
+        str(tiny_onnx), "onnxruntime,openvino", images=3, out=tmp_path / "clean", progress=None,
+        drill=False, calibration="off", parallel=2, keep_captures="all",
+    )  # fmt: skip
+    spec = FaultSpec(stage="r1", op="*", kind="bf16", severity=1)
+
+    def fault(folder: str) -> dict:
+        return run_fault(
+            tmp_path / "clean", tmp_path / folder, str(tiny_onnx), "onnxruntime", spec,
+            clean.summary, lambda _m: None, 1, parallel=2,
+        )  # fmt: skip
+
+    alone = fault("alone")  # the tiny run is below MIN_BYTES: analysed in this process
+    handed: list[object] = []
+    hand_over = early_pass.EarlyPass.hand_over
+    monkeypatch.setattr(
+        early_pass.EarlyPass,
+        "hand_over",
+        lambda self, task: handed.append(task) or hand_over(self, task),
+    )
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    before = children()
+    assert fault("early") == alone and alone["anpred_detected"]
+    assert len(handed) == 1  # the fault run's analysis asked its early pass
+    assert children() <= before  # its fork server stopped with it

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from anpred import fork_server
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid, fp32_configurations
 from anpred.evaluation.scoring import fault_row
@@ -32,6 +34,8 @@ from anpred.participants import (
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.calibrate import attach, calibrate_run
 from anpred.pipeline.calibration_cache import cache_calibration_run
+from anpred.pipeline.collect_pool import warm_fork_server
+from anpred.pipeline.early_pass import EarlyPass, for_run
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
 from anpred.pipeline.run import model_job, resume_workers, run
@@ -52,15 +56,21 @@ class ModelResult:
     sweep: dict[str, Any] | None = None
 
 
-def analyse_run(run_dir: Path, executor: Executor | None) -> Summary:
+def analyse_run(
+    run_dir: Path,
+    executor: Executor | None,
+    processes: int = 1,
+    early: EarlyPass | None = None,
+) -> Summary:
     """Analyse a run directory: on the Ray cluster of a Ray ``executor`` (a task on any
-    node, results brought back into ``run_dir``), else in this process. Same result.
+    node, results brought back into ``run_dir``), else here, in up to ``processes``
+    processes, taking over what ``early`` began. Same result.
     """
     from anpred.execution.ray_executor import RayExecutor  # imports no Ray by itself
 
     if isinstance(executor, RayExecutor):
         return executor.analyse(run_dir)
-    return analyse(run_dir)
+    return analyse(run_dir, processes=processes, early=early)
 
 
 def derive_run(
@@ -106,21 +116,37 @@ def derive_run(
         store.inputs_path,
         plan_transforms(options.get("extra") or {}, export, out),
     )
-    results = resume_workers(
-        out,
-        add,
-        job,
-        base_store.read_input_ids(),
-        say or (lambda _m: None),
-        threads,
-        parallel,
-        store.participant(REFERENCE64).folder,
-        executor=executor,
-    )
+    input_ids = base_store.read_input_ids()
     merged = {k: v for k, v in workers.items() if k != drop}
-    merged.update({name: result.to_dict() for name, result in results.items()})
-    store.write_participants(merged)
-    summary = analyse_run(out, executor)
+    names = [n for n in {**merged, **{p.name: None for p in add}} if n != REFERENCE64]
+    local = executor is None or isinstance(executor, LocalExecutor)
+    # locally, the run's inputs are analysed as the added participants finish them, in the
+    # slots they leave free (the clean participants ran already), from a fork server
+    # started beside them
+    early = for_run(out, names, input_ids, parallel, isolation=True) if local else None
+    try:
+        results = resume_workers(
+            out,
+            add,
+            job,
+            input_ids,
+            say or (lambda _m: None),
+            threads,
+            parallel,
+            store.participant(REFERENCE64).folder,
+            executor=executor,
+            when_idle=partial(warm_fork_server, out, names, REFERENCE64, input_ids, parallel)
+            if local
+            else None,
+            on_tail=early.tick if early is not None else None,
+        )
+        merged.update({name: result.to_dict() for name, result in results.items()})
+        store.write_participants(merged)
+        summary = analyse_run(out, executor, parallel, early)
+    finally:
+        if early is not None:
+            early.close()
+        fork_server.stop()  # kept from the workers' tail for the analysis
     store.write_summary(summary.to_dict())
     return summary
 
@@ -136,8 +162,11 @@ def run_fault(
     threads: int,
     reanalyse: bool = False,
     executor: Executor | None = None,
+    parallel: int = 1,
 ) -> dict[str, Any] | None:
-    """Run one faulty participant against the clean run ``base``; return its row."""
+    """Run one faulty participant against the clean run ``base``; return its row
+    (``parallel``: processes of its analysis, beside the faulty worker and after it).
+    """
     base_store = RunStore.open(base)
     export = AnchoredExport.from_dict(base_store.read_export())
     faulty = faulty_participant(parse_participant(library), spec)
@@ -157,6 +186,7 @@ def run_fault(
         parse_participant(library).name,
         options,
         threads,
+        parallel,
         reanalyse=reanalyse,
         executor=executor,
     )
@@ -217,10 +247,12 @@ def run_faults(
             threads,
             reanalyse,
             executor,
+            parallel if local else 1,  # distributed: the fault runs share the slots
         )
 
+    local = executor is None or isinstance(executor, LocalExecutor)
     todo = [(i, lib, spec) for i, (lib, spec) in enumerate(faults, 1) if lib != REFERENCE32]
-    if executor is None or isinstance(executor, LocalExecutor):
+    if local:
         rows = [one(*item) for item in todo]
     else:
         from concurrent.futures import ThreadPoolExecutor

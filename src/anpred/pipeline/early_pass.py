@@ -160,6 +160,41 @@ class EarlyPass:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def for_run(
+    run_dir: Path,
+    participants: Sequence[str],
+    input_ids: Sequence[str],
+    processes: int,
+    isolation: bool,
+) -> EarlyPass:
+    """The early pass of a run whose export (and calibration, if any) are written, set to
+    collect as :func:`~anpred.pipeline.analyse.analyse` will: its anchors, the oracle's
+    parameters with the run's calibration, the fp64 and fp32 references.
+
+    Args:
+        run_dir: The run directory.
+        participants: The judged participants, in the order the run records them.
+        input_ids: The inputs the workers run, in order.
+        processes: Processes at most (the run's ``--parallel``).
+        isolation: Whether the participants also write isolated captures.
+    """
+    from anpred.participants import REFERENCE32, REFERENCE64
+    from anpred.pipeline.calibrate import with_stored_calibration
+
+    store = RunStore(run_dir)
+    return EarlyPass(
+        run_dir,
+        participants,
+        REFERENCE64,
+        REFERENCE32,
+        [a["key"] for a in store.read_export()["anchors"]],
+        input_ids,
+        with_stored_calibration(store, OracleParams()),
+        processes,
+        isolation,
+    )
+
+
 def _ended(status: dict[str, object]) -> bool:
     """Whether a worker's status says it ended (no state yet: it runs)."""
     return Status.parse(status.get("state"), Status.RUNNING) != Status.RUNNING

@@ -493,7 +493,6 @@ def early_pass(
     options: RunOptions,
     run_dir: Path,
     participants: Sequence[Participant],
-    export: AnchoredExport,
     input_ids: Sequence[str],
     parallel: int,
     executor: Executor | None,
@@ -504,21 +503,10 @@ def early_pass(
     """
     if executor is not None and not isinstance(executor, LocalExecutor):
         return None
-    from anpred.analysis.oracle import OracleParams
-    from anpred.pipeline.calibrate import with_stored_calibration
-    from anpred.pipeline.early_pass import EarlyPass
+    from anpred.pipeline.early_pass import for_run
 
-    return EarlyPass(
-        run_dir,
-        [p.name for p in participants],
-        REFERENCE64,
-        REFERENCE32,
-        [a.key for a in export.anchors],
-        input_ids,
-        with_stored_calibration(RunStore(run_dir), OracleParams()),
-        parallel,
-        options.isolation,
-    )
+    names = [p.name for p in participants]
+    return for_run(run_dir, names, input_ids, parallel, options.isolation)
 
 
 def execute(
@@ -708,13 +696,13 @@ def run(
             anchors = [a.key for a in export.anchors]
             results = run_in_chunks(
                 store, execute_some, participants, input_ids, anchors, chunk, params, say,
-                parallel, partial(early_pass, options, out, participants, export, parallel=parallel,
+                parallel, partial(early_pass, options, out, participants, parallel=parallel,
                                   executor=executor),
             )  # fmt: skip
             order = [REFERENCE64, *(p.name for p in participants)]
             results = {n: results[n] for n in order if n in results}
         else:
-            early = early_pass(options, out, participants, export, input_ids, parallel, executor)
+            early = early_pass(options, out, participants, input_ids, parallel, executor)
             results = execute_some(input_ids, participants, early)
         RunStore(out).write_participants({k: v.to_dict() for k, v in results.items()})
         from anpred.pipeline.analyse import analyse
