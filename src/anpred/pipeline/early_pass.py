@@ -74,13 +74,15 @@ class EarlyPass:
         self.futures: dict[str, Future[RunEvidence | None]] = {}
         self.closed = processes < 2 or len(self.input_ids) < 2
         self._complete: set[tuple[str, str]] = set()  # (participant, input) written for good
+        self._statuses: dict[str, dict[str, object]] = {}  # this tick's status records
 
     def tick(self, free: int) -> None:
         """Submit inputs every participant has finished while fewer than ``free`` are being
         collected (``free``: the run's idle slots now). Never raises.
         """
         try:
-            if self.closed or free < 1 or not self._ended(self.names[0]):
+            self._statuses = {}  # read once per tick
+            if self.closed or free < 1 or not _ended(self._status(self.names[0])):
                 return  # beside the fp64 reference's worker, the run's memory budget has no room
             busy = sum(not f.done() for f in self.futures.values())
             for input_id in self.input_ids:
@@ -127,14 +129,16 @@ class EarlyPass:
             return True
         # without its captures (or isolated capture) so far: for good only once it ended,
         # or, for the isolated capture, once its runtime said it cannot isolate
-        status = folder.read_status()
+        status = self._status(name)
         if _ended(status) or (done and "isolation" in status):
             self._complete.add((name, input_id))
             return True
         return False
 
-    def _ended(self, name: str) -> bool:
-        return _ended(self.store.participant(name).read_status())
+    def _status(self, name: str) -> dict[str, object]:
+        if name not in self._statuses:
+            self._statuses[name] = self.store.participant(name).read_status()
+        return self._statuses[name]
 
     def hand_over(self, task: PassTask) -> Started | None:
         """The pool and the inputs submitted to it, for a pass that collects ``task``;
