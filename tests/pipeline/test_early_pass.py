@@ -60,6 +60,18 @@ def _set_state(run: Path, folder: str, **fields) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
 
 
+def _hand_overs(monkeypatch) -> list[object]:
+    """The tasks early passes are asked to hand over from now on; the tiny runs made worth
+    processes (so that early passes run)."""
+    handed: list[object] = []
+    hand_over = EarlyPass.hand_over
+    monkeypatch.setattr(
+        EarlyPass, "hand_over", lambda self, task: handed.append(task) or hand_over(self, task)
+    )
+    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    return handed
+
+
 @pytest.fixture
 def pooled(monkeypatch) -> None:
     monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)  # the tiny run is worth processes
@@ -156,39 +168,27 @@ def test_small_runs_are_not_collected_early(tmp_path) -> None:
 
 
 def test_a_run_ticks_its_early_pass_and_hands_it_to_the_analysis(
-    tmp_path, monkeypatch, pooled, tiny_onnx
+    tmp_path, monkeypatch, tiny_onnx
 ) -> None:
     import anpred
-    from anpred.pipeline import early_pass
 
-    seen: dict[str, list] = {"free": [], "handed": []}
-    tick, hand_over = early_pass.EarlyPass.tick, early_pass.EarlyPass.hand_over
-
-    def spy_tick(self, free):
-        seen["free"].append(free)
-        return tick(self, free)
-
-    def spy_hand_over(self, task):
-        started = hand_over(self, task)
-        seen["handed"].append(started)
-        return started
-
-    monkeypatch.setattr(early_pass.EarlyPass, "tick", spy_tick)
-    monkeypatch.setattr(early_pass.EarlyPass, "hand_over", spy_hand_over)
+    free: list[int] = []
+    tick = EarlyPass.tick
+    monkeypatch.setattr(EarlyPass, "tick", lambda self, n: free.append(n) or tick(self, n))
+    handed = _hand_overs(monkeypatch)
     before = children()
     run = anpred.run(
         str(tiny_onnx), "onnxruntime,openvino", images=3, out=tmp_path / "run",
         progress=None, drill=False, calibration="off", parallel=2,
     )  # fmt: skip
     assert run.summary.participants  # analysed
-    assert seen["free"] and set(seen["free"]) <= {0, 1}  # told the free slots in the tail
-    assert len(seen["handed"]) == 1  # the analysis asked it for what the tail began
+    assert free and set(free) <= {0, 1}  # told the free slots in the tail
+    assert len(handed) == 1  # the analysis asked it for what the tail began
     assert children() <= before  # nothing outlives the run
 
 
 def test_chunks_hand_their_early_passes_to_their_analyses(tmp_path, monkeypatch, tiny_onnx) -> None:
     import anpred
-    from anpred.pipeline import early_pass
 
     def chunked(out: Path) -> dict:
         said: list[str] = []
@@ -202,14 +202,7 @@ def test_chunks_hand_their_early_passes_to_their_analyses(tmp_path, monkeypatch,
         return summary
 
     alone = chunked(tmp_path / "alone")  # the tiny run is below MIN_BYTES: no early pass
-    handed: list[object] = []
-    hand_over = early_pass.EarlyPass.hand_over
-    monkeypatch.setattr(
-        early_pass.EarlyPass,
-        "hand_over",
-        lambda self, task: handed.append(task) or hand_over(self, task),
-    )
-    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    handed = _hand_overs(monkeypatch)
     before = children()
     assert chunked(tmp_path / "early") == alone
     assert len(handed) == 2  # each chunk's analysis asked its own early pass
@@ -222,7 +215,6 @@ def test_a_fault_run_of_an_evaluation_begins_its_analysis_early(
     import anpred
     from anpred.evaluation.campaign import run_fault
     from anpred.inject.spec import FaultSpec
-    from anpred.pipeline import early_pass
 
     clean = anpred.run(
         str(tiny_onnx), "onnxruntime,openvino", images=3, out=tmp_path / "clean", progress=None,
@@ -237,14 +229,7 @@ def test_a_fault_run_of_an_evaluation_begins_its_analysis_early(
         )  # fmt: skip
 
     alone = fault("alone")  # the tiny run is below MIN_BYTES: analysed in this process
-    handed: list[object] = []
-    hand_over = early_pass.EarlyPass.hand_over
-    monkeypatch.setattr(
-        early_pass.EarlyPass,
-        "hand_over",
-        lambda self, task: handed.append(task) or hand_over(self, task),
-    )
-    monkeypatch.setattr(collect_pool, "MIN_BYTES", 0)
+    handed = _hand_overs(monkeypatch)
     before = children()
     assert fault("early") == alone and alone["anpred_detected"]
     assert len(handed) == 1  # the fault run's analysis asked its early pass
