@@ -176,3 +176,16 @@ def test_non_finite_values_give_results_not_warnings():
     assert math.isnan(values["rel_l2"])  # inf - inf: undefined, reported as NaN
     assert m("rel_l2", [np.inf, 1.0], [1.0, 1.0]) == math.inf
     assert m("wasserstein", [1e300, 0.0, 1.0], [0.0, 1.0, 2.0]) > 1e299
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 16, 320, 320), (1, 84, 8400), (2, 3, 5, 7), (3, 64, 33), (7,), (1, 1, 100_000)]
+)
+def test_channel_moments_of_float32_are_those_of_its_float64_values_bit_for_bit(shape):
+    from anpred.analysis.metrics import channel_moments
+
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 3.0 + 0.5).astype(np.float32)
+    expected = channel_moments(x.astype(np.float64))
+    assert np.array_equal(channel_moments(x), expected)
+    assert np.array_equal(channel_moments(np.asfortranarray(x)), expected)

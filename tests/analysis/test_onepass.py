@@ -154,3 +154,28 @@ def test_float32_captures_take_the_compiled_loops_and_others_the_numpy_path(path
     calls.clear()
     _assert_matches_generic(arrays, fp64)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 10_001), (70_001,), (2, 3, 5, 4), (1, 16, 40, 40)])
+def test_float32_captures_give_the_numbers_of_their_float64_values(shape):
+    arrays, fp64 = _captures(shape, 6, seed=9)
+    metrics = [get_metric(n) for n in metric_names()]
+    narrow = {p: x.astype(np.float32) for p, x in arrays.items()}
+    narrow["p1"] = arrays["p1"]  # float32 and float64 captures side by side
+    assert measure_anchor(metrics, narrow, fp64) == measure_anchor(metrics, arrays, fp64)
+    transposed = {p: x.T for p, x in narrow.items()}  # non-contiguous float32 views
+    wide = {p: x.T for p, x in arrays.items()}
+    assert measure_anchor(metrics, transposed, fp64.T) == measure_anchor(metrics, wide, fp64.T)
+
+
+def test_float32_captures_with_a_non_finite_value_or_beside_an_inexact_one_match_too():
+    arrays, fp64 = _captures((1, 8, 30, 30), 6, seed=10)
+    metrics = [get_metric(n) for n in metric_names()]
+    arrays["p2"] = arrays["p2"] * (1 + 2.0**-30)  # not float32-exact: the NumPy path
+    narrow = {p: x.astype(np.float32) if p != "p2" else x for p, x in arrays.items()}
+    assert measure_anchor(metrics, narrow, fp64) == measure_anchor(metrics, arrays, fp64)
+    arrays["p3"] = arrays["p3"].copy()
+    arrays["p3"][0, 3, 4, 5] = np.inf  # the generic path
+    narrow = {p: x.astype(np.float32) if p != "p2" else x for p, x in arrays.items()}
+    got, expected = measure_anchor(metrics, narrow, fp64), measure_anchor(metrics, arrays, fp64)
+    assert repr(got) == repr(expected)  # NaN metrics compare unequal; their text does not

@@ -421,8 +421,13 @@ def channel_moments(a: np.ndarray) -> np.ndarray:
     an array of rank < 2 is one channel. The std is the population std, computed in two
     passes (mean, then mean squared deviation) to avoid the cancellation of
     E[x²] − E[x]².
+
+    A float32 array is read as its float64 values a block of channels at a time (the
+    same numbers as for its float64 copy, without the copy).
     """
-    a = np.asarray(a, dtype=np.float64)
+    a = np.asarray(a)
+    if a.dtype != np.float32:
+        a = np.asarray(a, dtype=np.float64)
     if a.ndim < 2:
         per_channel = a.reshape(1, -1)
     else:
@@ -432,12 +437,17 @@ def channel_moments(a: np.ndarray) -> np.ndarray:
     if per_channel.shape[1] == 0:
         return np.zeros((2, per_channel.shape[0]))
     channels, count = per_channel.shape
-    mean = per_channel.mean(axis=1)
+    narrow = per_channel.dtype == np.float32
+    mean = np.empty(channels) if narrow else per_channel.mean(axis=1)
     squares = np.empty(channels)
     rows = max(1, BLOCK // count)  # channels per block
     buffer = np.empty((min(rows, channels), count))  # reused: no allocation per block
     for start in range(0, channels, rows):
         block = per_channel[start : start + rows]
+        if narrow:  # the block's float64 values, then each row's mean as NumPy sums a row
+            block = buffer[: len(block)]
+            block[:] = per_channel[start : start + rows]
+            mean[start : start + rows] = block.mean(axis=1)
         centred = np.subtract(block, mean[start : start + rows, None], out=buffer[: len(block)])
         squares[start : start + rows] = np.einsum("ij,ij->i", centred, centred)
     return np.stack([mean, np.sqrt(squares / count)])

@@ -106,7 +106,10 @@ def measure_anchor(
 
     Args:
         metrics: Metrics to compute (registered :class:`~anpred.analysis.metrics.Metric`).
-        arrays: ``{participant: float64 capture}``, all of ``fp64``'s shape; at least one.
+        arrays: ``{participant: capture}``, all of ``fp64``'s shape; at least one. Each
+            float64, or float32 (read as its float64 values: the same numbers; the compiled
+            loops then need no float64 copy to round back).
+        fp64: The fp64 reference (float64).
         fp64: The fp64 reference (float64).
 
     Returns:
@@ -114,7 +117,7 @@ def measure_anchor(
     """
     names = [m.name for m in metrics]
     if fp64.size == 0 or not any(n in FUSED for n in names):
-        return measure_generic(metrics, arrays, fp64)
+        return measure_generic(metrics, _wide(arrays), fp64)
     vs_c: dict[str, dict[str, float]] = {p: {} for p in arrays}
     vs_f: dict[str, dict[str, float]] = {p: {} for p in arrays}
     c_vs_f: dict[str, float] = {}
@@ -124,8 +127,9 @@ def measure_anchor(
             None if loops is None else _compiled(loops, names, arrays, fp64, vs_c, vs_f, c_vs_f)
         )
         if consensus is _GENERIC:
-            return measure_generic(metrics, arrays, fp64)
+            return measure_generic(metrics, _wide(arrays), fp64)
         if consensus is None:  # not compiled, or a capture that is not float32-exact
+            arrays = _wide(arrays)
             first = _first_pass(arrays, fp64)
             if first is None:  # a NaN or inf somewhere: the generic path's conventions
                 return measure_generic(metrics, arrays, fp64)
@@ -133,7 +137,7 @@ def measure_anchor(
             _fused(names, arrays, fp64, first, vs_c, vs_f, c_vs_f)
     others = [m for m in metrics if m.name not in FUSED]
     if others:
-        rest = _generic(others, arrays, fp64, consensus)
+        rest = _generic(others, _wide(arrays), fp64, consensus)
         for p in arrays:
             vs_c[p].update(rest.vs_consensus[p])
             vs_f[p].update(rest.vs_fp64[p])
@@ -229,9 +233,11 @@ def warm() -> None:
     if loops is None:
         return
     values = np.arange(8.0).reshape(1, 2, 4)
+    narrow = values.astype(np.float32)  # captures come float32 (pipeline) or float64
     names = (*ELEMENTWISE, "wasserstein", "channel_moments")
-    measure_anchor([get_metric(n) for n in names], {"a": values, "b": values}, values)
-    loops.error_profile(values, values, False, np.zeros(2), np.zeros(4))  # the dimension records
+    measure_anchor([get_metric(n) for n in names], {"a": values, "b": narrow}, values)
+    for x in (values, narrow):  # the dimension records
+        loops.error_profile(x, values, False, np.zeros(2), np.zeros(4))
     from anpred.analysis import compiled_outputs
 
     compiled_outputs.warm()  # the output-level baselines
@@ -255,9 +261,11 @@ def _compiled(
     size = fp64.size
     narrow = np.empty((len(arrays), size), dtype=np.float32)
     for row, x in zip(narrow, arrays.values(), strict=True):
-        if not kernels.round_to_float32(_flat64(x), row):
+        if x.dtype == np.float32:
+            row[:] = x.reshape(-1)
+        elif not kernels.round_to_float32(_flat64(x), row):
             return None
-    norms = [l2_norm(x) for x in arrays.values()]  # as l2_norm sums: cosine needs it exact
+    norms = [_norm(x) for x in arrays.values()]  # as l2_norm sums: cosine needs it exact
     consensus = np.empty(size)
     network = np.array(sorting_network(len(arrays)), dtype=np.int64).reshape(-1, 2)
     kernels.row_medians(narrow, network, consensus)
@@ -288,6 +296,29 @@ def _compiled(
             arrays, fp64, vs_c, vs_f, c_vs_f,
         )  # fmt: skip
     return consensus.reshape(fp64.shape)
+
+
+def _wide(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` in float64 (float32 ones converted: the same values) for the NumPy and
+    generic paths, which compute in the arrays' own type.
+    """
+    return {p: np.asarray(x, dtype=np.float64) for p, x in arrays.items()}
+
+
+def _norm(x: np.ndarray) -> float:
+    """:func:`~anpred.analysis.metrics.l2_norm` of ``x``'s float64 values: a float32 array's
+    blocks are converted one at a time and summed as ``l2_norm`` sums its blocks (bitwise
+    the same number as ``l2_norm`` of the float64 copy, without the copy).
+    """
+    if x.dtype != np.float32:
+        return l2_norm(x)
+    flat, wide = x.reshape(-1), np.empty(min(x.size, BLOCK))
+    total = 0.0
+    for start in range(0, flat.size, BLOCK):
+        block = wide[: min(BLOCK, flat.size - start)]
+        block[:] = flat[start : start + BLOCK]
+        total += _dot(block, block)
+    return math.sqrt(total)
 
 
 def _flat64(x: np.ndarray) -> np.ndarray:

@@ -217,6 +217,20 @@ class AnchorEvidence:
 
 def _as_float64(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
     array = np.asarray(array, dtype=np.float64)
+    return _checked_shape(array, shape, what)
+
+
+def _as_float(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``array`` as float64, or as it is when float32 (the phase 1 kernel reads float32
+    captures as they are and computes in float64: the same numbers, no copy).
+    """
+    array = np.asarray(array)
+    if array.dtype != np.float32:
+        array = np.asarray(array, dtype=np.float64)
+    return _checked_shape(array, shape, what)
+
+
+def _checked_shape(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
     if array.shape != shape:
         raise AlignmentError(
             f"{what} has shape {array.shape}, the fp64 reference {shape}; align captures "
@@ -280,7 +294,7 @@ def assess(
     fp64 = np.asarray(fp64_reference, dtype=np.float64)
     reference_name = next((p for p, x in captures.items() if x is fp32_reference), None)
     arrays = {
-        p: _as_float64(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
+        p: _as_float(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
     measured = measure_anchor(metrics, arrays, fp64)  # all metrics in one blocked pass
     deviations = tuple(

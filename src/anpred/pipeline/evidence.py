@@ -80,6 +80,8 @@ def collect(
     """Align and assess every (anchor, input); gather stage-isolation and dimension data."""
     result = RunEvidence(evidence={a: [] for a in anchors})
     store = RunStore(run_dir)
+    # the compiled loops read float32 captures as they are: no float64 copy to round back
+    narrow = onepass.kernels() is not None
     ref_folder = store.participant(reference64)
     for index, input_id in enumerate(input_ids):
         say(f"  analyse input {index + 1}/{len(input_ids)}: {input_id}")
@@ -101,7 +103,13 @@ def collect(
                 introduced: IntroducedErrors | None = None  # the reference's norm, once
                 for p, c in present.items():
                     try:
-                        a = align(c[anchor], fp64.shape, c.layout(anchor), reference=fp64)
+                        a = align(
+                            c[anchor],
+                            fp64.shape,
+                            c.layout(anchor),
+                            reference=fp64,
+                            keep_float32=narrow,
+                        )
                     except AlignmentError as err:
                         result.unaligned.append(
                             {
@@ -158,7 +166,9 @@ def _judge_baselines(
     from anpred.analysis.methods import judge_with_all, method_names
 
     names = [n for n in method_names() if n != ORACLE_METHOD]
-    judged = judge_with_all(outputs, fp32, fp64, names)
+    wide = {p: np.asarray(x, dtype=np.float64) for p, x in outputs.items()}  # the same values
+    reference = next((wide[p] for p, x in outputs.items() if x is fp32), fp32)
+    judged = judge_with_all(wide, reference, fp64, names)
     return {m: {p: dict(v.statistics()) for p, v in per.items()} for m, per in judged.items()}
 
 
