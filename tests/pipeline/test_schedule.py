@@ -13,3 +13,33 @@ def test_translated_and_converted_libraries_start_before_onnx_loaders() -> None:
     # order among equals
     assert order == ["jax", "paddle", "tensorflow[xla]", "torch", "onnxruntime", "openvino"]
     assert [p.name for p in given][0] == "onnxruntime"  # the caller's list is left alone
+
+
+def test_the_fp64_reference_runs_in_line_with_the_others_unless_they_need_it_first(
+    tmp_path,
+) -> None:
+    from anpred.execution.executor import Executor, LocalExecutor
+    from anpred.pipeline.run import worker_groups
+
+    reference, *others = parse_participants("torch[fp64],jax,onnxruntime")
+
+    class Remote(Executor):  # shares no file system with this process (as Ray)
+        def start(self, spec):  # pragma: no cover - never started here
+            raise AssertionError
+
+        def slots(self, parallel: int) -> int:
+            return parallel
+
+    source = tmp_path / "torch_fp64"
+    for executor in (None, LocalExecutor(), Remote()):
+        # without isolation nobody reads its captures: one group, the reference first
+        assert worker_groups(reference, others, None, executor) == [
+            ([reference, *others], None, None)
+        ]
+    for executor in (None, LocalExecutor()):  # the others wait for its captures, input by input
+        assert worker_groups(reference, others, source, executor) == [(others, source, reference)]
+    # a remote job ships the reference's captures when it starts: the reference first, alone
+    assert worker_groups(reference, others, source, Remote()) == [
+        ([reference], None, None),
+        (others, source, None),
+    ]

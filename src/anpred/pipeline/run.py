@@ -480,6 +480,31 @@ def heavier_first(participants: Sequence[Participant]) -> list[Participant]:
     return sorted(participants, key=lambda p: -weight(p))
 
 
+_Group = tuple[list[Participant], Path | None, Participant | None]
+
+
+def worker_groups(
+    reference: Participant,
+    scheduled: list[Participant],
+    source: Path | None,
+    executor: Executor | None,
+) -> list[_Group]:
+    """The workers' groups, run one after the other: ``(participants, isolation source,
+    the reference run in line with them)`` (see :func:`execute`).
+
+    Args:
+        reference: The fp64 reference.
+        scheduled: The other participants, in the order to start them.
+        source: The reference's capture folder when the run isolates stages, else ``None``.
+        executor: Where the workers run (``None``: local processes).
+    """
+    if source is None:  # no isolation: nobody waits for the reference's captures
+        return [([reference, *scheduled], None, None)]
+    if executor is None or isinstance(executor, LocalExecutor):
+        return [(scheduled, source, reference)]  # the reference with the others
+    return [([reference], None, None), (scheduled, source, None)]
+
+
 def _warm_analysis(
     run_dir: Path, participants: list[str], input_ids: list[str], parallel: int
 ) -> None:
@@ -537,7 +562,9 @@ def execute(
     run does not wait, with ``parallel - 1`` slots idle, for the reference alone. Measured
     (yolov8n, 8 inputs, 6 libraries, ``--parallel 2``): the reference alone took 13 % of
     the run's wall time (benchmarks/bench_run.py). Elsewhere (Ray) it runs before them,
-    since a job ships the reference's captures when it starts.
+    since a job ships the reference's captures when it starts; without stage isolation
+    nobody needs its captures, and it runs in line with the others everywhere (first: it
+    is among the longest jobs).
     """
     store = RunStore(run_dir)
     from anpred.machine import describe_machine
@@ -554,11 +581,7 @@ def execute(
     results: dict[str, WorkerResult] = {}
     reference = parse_participant(REFERENCE64)
     source = store.participant(REFERENCE64).folder if options.isolation else None
-    scheduled = heavier_first(participants)
-    if source is not None and (executor is None or isinstance(executor, LocalExecutor)):
-        groups = [(scheduled, source, reference)]  # the reference with the others
-    else:
-        groups = [([reference], None, None), (scheduled, source, None)]
+    groups = worker_groups(reference, heavier_first(participants), source, executor)
     # once the last worker has started, the analysis's fork server gets ready beside it
     names = [p.name for p in participants]
     warm = partial(_warm_analysis, run_dir, names, input_ids, parallel)
