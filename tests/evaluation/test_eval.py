@@ -78,6 +78,11 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     assert all(r["anpred_detected"] == "True" for r in rows)
     assert all(r["anpred_flagged_at_stage"] == "True" for r in rows)
     assert all(r["isolation_top1"] == "True" for r in rows)
+    # each fault run says how it came out, and the runs' pruning is said once for all
+    outcomes = [line for line in proc.stderr.splitlines() if "baselines flag it" in line]
+    assert [line.split(":")[0].strip() for line in outcomes] == ["fault 1/2", "fault 2/2"]
+    assert all("detected (flagged at its stage yes, isolation top-1 yes" in o for o in outcomes)
+    assert proc.stderr.count("keep captures by need") == 2  # the clean run, then the rest
     # the clean participants of the fault runs are the clean run's (linked, not re-run)
     fault_dirs = list((out / "tiny" / "faults").iterdir())
     assert len(fault_dirs) == 2

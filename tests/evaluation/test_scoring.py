@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from anpred.errors import UsageError
-from anpred.evaluation.scoring import detection, fault_row, score_injection
+from anpred.evaluation.scoring import detection, fault_outcome, fault_row, score_injection
 from anpred.inject.spec import FaultSpec
 from anpred.store.summary import Summary
 
@@ -54,6 +54,13 @@ def test_fault_row_scores_every_method(raw: dict[str, Any]) -> None:
     assert row["baseline:polygraphy_allclose"] and row["baseline:max_abs_1e-5"]
     assert not row["baseline:max_abs_1e-3"]  # it passed the faulty participant
     assert not row["baseline:cradle_dmad"]  # it failed the clean one on the same inputs
+    flagging = sum(bool(v) for k, v in row.items() if k.startswith("baseline:"))
+    assert fault_outcome(row) == (
+        "detected (flagged at its stage yes, isolation top-1 yes, library blamed yes); "
+        f"{flagging}/6 baselines flag it"
+    )
+    missed = {**row, "anpred_detected": False, "baseline:polygraphy_allclose": False}
+    assert fault_outcome(missed) == f"missed by anpred; {flagging - 1}/6 baselines flag it"
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ a Ray task when the campaign runs on Ray (:func:`analyse_run`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,7 +19,7 @@ from typing import Any
 from anpred import fork_server
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid, fp32_configurations
-from anpred.evaluation.scoring import fault_row
+from anpred.evaluation.scoring import fault_outcome, fault_row
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault
@@ -236,7 +237,8 @@ def run_faults(
             f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
             f"op={spec.op} severity={spec.severity}"
         )
-        return run_fault(
+        start = time.monotonic()
+        row = run_fault(
             base,
             folders.fault_run(model, name),
             model,
@@ -249,6 +251,10 @@ def run_faults(
             executor,
             parallel if local else 1,  # distributed: the fault runs share the slots
         )
+        if row is not None:
+            seconds = time.monotonic() - start
+            say(f"   fault {index}/{len(faults)}: {fault_outcome(row)} ({seconds:.0f} s)")
+        return row
 
     local = executor is None or isinstance(executor, LocalExecutor)
     todo = [(i, lib, spec) for i, (lib, spec) in enumerate(faults, 1) if lib != REFERENCE32]

@@ -138,3 +138,20 @@ def fault_row(
     for name, detected in baseline_detections(summary, clean, faulty, library).items():
         row[f"baseline:{name}"] = detected
     return row
+
+
+def fault_outcome(row: dict[str, Any]) -> str:
+    """What a fault run's row says, in a few words: whether anpred detected the fault, at
+    its stage, with the library blamed, and how many output-level baselines flag it.
+    """
+    if not row.get("anpred_detected"):
+        verdict = "missed by anpred"
+    else:
+        checks = (
+            ("flagged at its stage", row.get("anpred_flagged_at_stage")),
+            ("isolation top-1", row.get("isolation_top1")),
+            ("library blamed", row.get("library_blamed")),
+        )
+        verdict = "detected (" + ", ".join(f"{n} {'yes' if ok else 'no'}" for n, ok in checks) + ")"
+    baselines = [v for k, v in row.items() if k.startswith("baseline:")]
+    return f"{verdict}; {sum(bool(v) for v in baselines)}/{len(baselines)} baselines flag it"

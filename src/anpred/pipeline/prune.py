@@ -106,16 +106,27 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = quiet) -> dict[str, An
     the prune record (``None``: the run has no statistics to be judged again from, so
     nothing is pruned). Idempotent: a resumed run prunes what its new findings allow.
     """
+    record, freed = _prune(run_dir, summary, say)
+    if record is not None:
+        say(
+            f"keep captures by need: {freed / 1e6:.1f} MB of captures pruned, "
+            f"{record['bytes_after'] / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
+        )
+    return record
+
+
+def _prune(run_dir: Path, summary: Summary, say: Say) -> tuple[dict[str, Any] | None, int]:
+    """:func:`prune_run`'s work: the record (or ``None``) and the bytes it freed."""
     store = RunStore(run_dir)
     if not has_statistics(store):
-        return None
+        return None, 0
     failed = [
         n for n, r in store.read_participants().items() if Status.parse(r.get("status")).failed
     ]
     if failed:
         kept = "nothing more pruned" if _chunked(store) else "all kept"
         say(f"keep captures: {kept}, {', '.join(failed)} failed (a resumed run retries it)")
-        return None
+        return None, 0
     needed = needed_anchors(summary)
     own, linked = own_folders(store)
     before = capture_bytes(own)
@@ -135,7 +146,7 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = quiet) -> dict[str, An
     after = capture_bytes(own)
     earlier = read_prune_record(store)
     if not pruned and not graphs and earlier is None:  # e.g. one input: nothing to prune
-        return None
+        return None, 0
     before = max(before, _int(earlier.get("bytes_before")) if earlier else 0)
     record = {
         "mode": KEEP_NEEDED,
@@ -149,11 +160,7 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = quiet) -> dict[str, An
         **({"chunked": True} if _chunked(store) else {}),
     }
     write_prune_record(store, record)
-    say(
-        f"keep captures by need: {freed / 1e6:.1f} MB of captures pruned, "
-        f"{after / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
-    )
-    return record
+    return record, freed
 
 
 def _chunked(store: RunStore) -> bool:
@@ -162,12 +169,23 @@ def _chunked(store: RunStore) -> bool:
 
 
 def prune_runs(run_dirs: Iterable[Path], say: Say = quiet) -> int:
-    """Prune every judged run of ``run_dirs`` (:func:`prune_run`); return how many were."""
-    count = 0
+    """Prune every judged run of ``run_dirs`` (:func:`prune_run`); return how many were.
+
+    Says what was freed and kept in one line for all of them (an evaluation prunes a
+    model's dozens of fault runs at once).
+    """
+    count = freed = kept = 0
     for run_dir in run_dirs:
         store = RunStore(run_dir)
         if store.has_summary():
-            count += prune_run(run_dir, Summary.from_dict(store.read_summary()), say) is not None
+            record, run_freed = _prune(run_dir, Summary.from_dict(store.read_summary()), say)
+            if record is not None:
+                count, freed, kept = count + 1, freed + run_freed, kept + record["bytes_after"]
+    if count:
+        say(
+            f"keep captures by need: {count} runs, {freed / 1e6:.1f} MB of captures pruned, "
+            f"{kept / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
+        )
     return count
 
 
