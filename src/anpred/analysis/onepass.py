@@ -110,7 +110,6 @@ def measure_anchor(
             float64, or float32 (read as its float64 values: the same numbers; the compiled
             loops then need no float64 copy to round back).
         fp64: The fp64 reference (float64).
-        fp64: The fp64 reference (float64).
 
     Returns:
         The numbers, as the generic per-metric computation gives them (see module doc).
