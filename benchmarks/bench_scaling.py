@@ -314,7 +314,7 @@ def plot(curves: Sequence[Curve], path: Path, title: str) -> None:
     fig.suptitle(wrapped, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the panels too
     plt.close(fig)
 
 
