@@ -44,7 +44,8 @@ def test_float32_captures_give_the_records_of_their_float64_copies(monkeypatch) 
         assert np.dtype(np.float32) in widths  # the hand-over happened
         widths.clear()
 
-        def wide(*args, **kwargs):  # what the pass did before: every capture to float64
+        def wide(*args, **kwargs):  # as before: every capture to float64 (only the isolated
+            # ones, aligned without a reference, stay float32)
             kwargs["keep_float32"] = kwargs.get("keep_float32") and "reference" not in kwargs
             return seen(*args, **kwargs)
 

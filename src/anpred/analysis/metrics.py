@@ -414,6 +414,14 @@ def wasserstein(sx: np.ndarray, sc: np.ndarray) -> float:
     return _ratio(total / sx.size, _spread_sorted(sc))
 
 
+def float32_or_float64(a: np.ndarray) -> np.ndarray:
+    """``a`` as it is when float32, else as float64: the float64 values either way, without
+    a float64 copy of float32 data (for code that converts as it reads).
+    """
+    a = np.asarray(a)
+    return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float64)
+
+
 def channel_moments(a: np.ndarray) -> np.ndarray:
     """Descriptor of per-channel moments: ``[[mean_k], [std_k]]`` over channels k (axis 1).
 
@@ -425,9 +433,7 @@ def channel_moments(a: np.ndarray) -> np.ndarray:
     A float32 array is read as its float64 values a block of channels at a time (the
     same numbers as for its float64 copy, without the copy).
     """
-    a = np.asarray(a)
-    if a.dtype != np.float32:
-        a = np.asarray(a, dtype=np.float64)
+    a = float32_or_float64(a)
     if a.ndim < 2:
         per_channel = a.reshape(1, -1)
     else:

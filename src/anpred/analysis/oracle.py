@@ -67,7 +67,13 @@ import numpy as np
 from anpred.analysis.alignment import AlignmentError
 from anpred.analysis.calibration import FIXED_RULE, Calibration
 from anpred.analysis.methods import register_method
-from anpred.analysis.metrics import Metric, get_metric, metric_names, resolutions
+from anpred.analysis.metrics import (
+    Metric,
+    float32_or_float64,
+    get_metric,
+    metric_names,
+    resolutions,
+)
 from anpred.analysis.onepass import measure_anchor
 from anpred.analysis.verdict import (
     PAIRWISE_CRITERIA,
@@ -224,10 +230,7 @@ def _as_float(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarra
     """``array`` as float64, or as it is when float32 (the phase 1 kernel reads float32
     captures as they are and computes in float64: the same numbers, no copy).
     """
-    array = np.asarray(array)
-    if array.dtype != np.float32:
-        array = np.asarray(array, dtype=np.float64)
-    return _checked_shape(array, shape, what)
+    return _checked_shape(float32_or_float64(array), shape, what)
 
 
 def _checked_shape(array: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:

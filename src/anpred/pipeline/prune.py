@@ -108,11 +108,15 @@ def prune_run(run_dir: Path, summary: Summary, say: Say = quiet) -> dict[str, An
     """
     record, freed = _prune(run_dir, summary, say)
     if record is not None:
-        say(
-            f"keep captures by need: {freed / 1e6:.1f} MB of captures pruned, "
-            f"{record['bytes_after'] / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
-        )
+        say(_pruned_line("", freed, record["bytes_after"]))
     return record
+
+
+def _pruned_line(runs: str, freed: int, kept: int) -> str:
+    return (
+        f"keep captures by need: {runs}{freed / 1e6:.1f} MB of captures pruned, "
+        f"{kept / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
+    )
 
 
 def _prune(run_dir: Path, summary: Summary, say: Say) -> tuple[dict[str, Any] | None, int]:
@@ -182,10 +186,7 @@ def prune_runs(run_dirs: Iterable[Path], say: Say = quiet) -> int:
             if record is not None:
                 count, freed, kept = count + 1, freed + run_freed, kept + record["bytes_after"]
     if count:
-        say(
-            f"keep captures by need: {count} runs, {freed / 1e6:.1f} MB of captures pruned, "
-            f"{kept / 1e6:.1f} MB kept (--keep-captures all keeps everything)"
-        )
+        say(_pruned_line(f"{count} runs, ", freed, kept))
     return count
 
 
