@@ -33,6 +33,10 @@ HERE = Path(__file__).resolve().parent
 HANG_LIMIT = 4.0
 
 
+#: An address no Ray cluster listens on.
+DEAD_ADDRESS = "127.0.0.1:9"
+
+
 def on_sigterm(_signum: int, _frame: object) -> None:
     """The SIGTERM handler installed while Ray starts (anpred's CLI has its own)."""
     raise KeyboardInterrupt
@@ -43,7 +47,17 @@ def ray_executor() -> Iterator[Executor]:
     from anpred.execution.ray_executor import RayExecutor
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    executor = RayExecutor("local", num_cpus=2)
+    # "local" starts an instance of its own even where RAY_ADDRESS names another (here a
+    # dead one: joining it would fail) or a `ray start` cluster left its address behind
+    named = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = DEAD_ADDRESS
+    try:
+        executor = RayExecutor("local", num_cpus=2)
+    finally:
+        if named is None:
+            os.environ.pop("RAY_ADDRESS")
+        else:
+            os.environ["RAY_ADDRESS"] = named
     try:
         yield executor
     finally:
@@ -158,3 +172,11 @@ def test_ray_is_told_not_to_report_usage_statistics(ray_executor: Executor) -> N
         return os.environ.get(USAGE_STATS_ENV)
 
     assert ray.get(node_setting.remote()) == "0"
+
+
+def test_local_starts_its_own_instance_whatever_ray_address_names(ray_executor: Executor) -> None:
+    """The fixture started it with RAY_ADDRESS naming a dead cluster."""
+    import ray
+
+    assert ray.is_initialized()
+    assert not ray.get_runtime_context().gcs_address.endswith(":9")

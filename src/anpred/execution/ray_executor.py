@@ -265,7 +265,10 @@ class RayExecutor(Executor):
         if self._owns:
             kwargs: dict[str, Any] = {"logging_level": logging.ERROR}
             if address == "local":
-                kwargs.update(num_cpus=num_cpus, include_dashboard=False)
+                # "local" always starts an instance of its own; without an address, Ray
+                # would join whatever RAY_ADDRESS or /tmp/ray/ray_current_cluster names
+                # (a `ray start` cluster, a test's ray.cluster_utils.Cluster, a stale file)
+                kwargs.update(address="local", num_cpus=num_cpus, include_dashboard=False)
             else:
                 kwargs["address"] = address
             main_thread = threading.current_thread() is threading.main_thread()
