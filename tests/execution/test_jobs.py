@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from anpred.errors import JobFailedError
+from anpred.execution.executor import JobSpec, LocalExecutor
 from anpred.execution.pool import run_job, worker_env
 from anpred.pipeline import run as run_module
 from anpred.pipeline.options import RunOptions
@@ -35,6 +36,26 @@ def test_a_hung_job_is_killed_at_its_timeout(tmp_path: Path, helper_on_path: Non
     assert result.status == Status.TIMEOUT and result.step == Step.EXPORT
     assert result.returncode is not None and result.returncode < 0  # killed, not left running
     assert folder.job_path.exists() and folder.log_path.exists()
+
+
+def test_a_started_job_replaces_the_status_an_earlier_job_left(
+    tmp_path: Path, helper_on_path: None
+) -> None:
+    """A run's next chunk (or a resumed run) starts a participant's worker in the folder of
+    the last one: until the new worker writes its own status (its imports take a while),
+    the folder must not say that the job ended, or the early pass would take the
+    participant's inputs of the chunk for done without their captures (seen as a
+    chunked run whose early pass gave other records than one pass, now and then).
+    """
+    folder = ParticipantStore(tmp_path / "job").create()
+    folder.write_status({"state": Status.OK, "step": Step.DONE, "pid": 1})
+    spec = JobSpec(folder, {"out": str(folder.folder)}, "hung_job", {}, TIMEOUT)
+    running = LocalExecutor().start(spec)
+    try:
+        status = folder.read_status()
+        assert Status.parse(status.get("state")) == Status.RUNNING and "pid" not in status
+    finally:
+        running.stop()
 
 
 def test_a_crashed_job_is_a_crash(tmp_path: Path, helper_on_path: None) -> None:

@@ -187,7 +187,7 @@ class LocalJob(RunningJob):
 
     def __init__(self, spec: JobSpec, env: Mapping[str, str]) -> None:
         super().__init__(spec)
-        job_file = spec.folder.create().write_job(spec.job)
+        job_file = spec.folder.start_job(spec.job)
         self.log: IO[bytes] = spec.folder.open_log()
         self.process = subprocess.Popen(
             [*spec.command, str(job_file)],

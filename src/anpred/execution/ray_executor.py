@@ -370,7 +370,7 @@ class RayExecutor(Executor):
                 f"a worker needs {spec.threads} CPUs (--threads) but the largest node of the "
                 f"Ray cluster has {cpus:g}"
             )
-        spec.folder.create().write_job(spec.job)  # the driver's record, with its paths
+        spec.folder.start_job(spec.job)  # the driver's record, with its paths
         task = {
             "module": spec.module,
             "python": spec.python,

@@ -26,6 +26,7 @@ from anpred.store.files import (
     write_arrays,
     write_json,
 )
+from anpred.store.outcome import Status, Step
 
 #: Capture kinds: the participant's own anchors, and stage isolation's recomputed ones.
 CAPTURE = "capture"
@@ -80,6 +81,20 @@ class ParticipantStore:
         """Write the job file; return its path."""
         write_json(self.job_path, dict(job))
         return self.job_path
+
+    def start_job(self, job: Mapping[str, Any]) -> Path:
+        """Write the job file of a worker about to start, and a status record saying it runs;
+        return the job file's path.
+
+        The status an earlier job of this folder left (a run's previous chunk, an attempt
+        before a resume) no longer describes it: until the worker writes its own, whoever
+        polls the status (the early pass, the pool recording a killed worker's end) must
+        not take that job's end for this one's.
+        """
+        self.create()
+        path = self.write_job(job)
+        self.write_status({"state": Status.RUNNING, "step": Step.LOAD})
+        return path
 
     def read_job(self) -> dict[str, Any]:
         """Read the job file."""
