@@ -15,15 +15,19 @@ demo: env
 ## The whole test suite (slow tests included).
 # tensorflow and paddle must never share a process (import segfault): two pytest runs.
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
+# Test processes (pytest-xdist; tests/conftest.py keeps a file's tests, and the Ray files,
+# in one process): two where the machine has two cores and 12 GB, else none (one process).
+# Most tests wait on worker processes they start, so two overlap the waits.
+TEST_WORKERS ?= $(shell $(PY) -c "import os; m = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES'); print(2 if (os.cpu_count() or 1) >= 2 and m >= 12 * 2**30 else 0)")
 
 test: env
 	$(PY) -m ruff check src tests
-	$(PYTEST) --ignore=tests/translate/tensorflow
+	$(PYTEST) -n $(TEST_WORKERS) --ignore=tests/translate/tensorflow
 	$(PYTEST) tests/translate/tensorflow
 
 ## Fast tests only.
 test-fast: env
-	$(PYTEST) -m "not slow" --ignore=tests/translate/tensorflow
+	$(PYTEST) -n $(TEST_WORKERS) -m "not slow" --ignore=tests/translate/tensorflow
 	$(PYTEST) -m "not slow" tests/translate/tensorflow
 
 lint: env
