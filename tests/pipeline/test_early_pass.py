@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import stat
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from pool_helpers import children, golden_copy, judged, statistics_of
 
 from anpred import fork_server
 from anpred.analysis.oracle import OracleParams
+from anpred.execution.executor import JobSpec, LocalExecutor, RunningJob
 from anpred.participants import REFERENCE32 as REF32
 from anpred.participants import REFERENCE64 as REF
 from anpred.pipeline import collect_pool
@@ -234,3 +238,44 @@ def test_a_fault_run_of_an_evaluation_begins_its_analysis_early(
     assert fault("early") == alone and alone["anpred_detected"]
     assert len(handed) == 1  # the fault run's analysis asked its early pass
     assert children() <= before  # its fork server stopped with it
+
+
+class _SlowStart(LocalExecutor):
+    """Local workers, openvino's slow to start (its Python waits ``seconds`` first), as the
+    last-started worker of a loaded machine is while it imports its library."""
+
+    def __init__(self, folder: Path, seconds: float) -> None:
+        super().__init__()
+        self.python = folder / "slow-python"
+        self.python.write_text(f'#!/bin/sh\nsleep {seconds}\nexec "{sys.executable}" "$@"\n')
+        self.python.chmod(self.python.stat().st_mode | stat.S_IXUSR)
+
+    def start(self, spec: JobSpec) -> RunningJob:
+        if spec.participant is not None and spec.participant.name == "openvino":
+            spec = replace(spec, python=str(self.python))
+        return super().start(spec)
+
+
+@pytest.mark.slow
+def test_a_chunks_slow_starting_worker_is_waited_for(tmp_path, monkeypatch, tiny_onnx) -> None:
+    """A chunk's workers start in the folders of the last chunk's: until openvino's new
+    worker wrote its status, the last chunk's said it ended. The early pass took that for
+    the chunk's end and collected inputs without openvino's captures (36 rows against 30,
+    measured before the fix)."""
+    import pyarrow.parquet as pq
+
+    from anpred.pipeline.options import RunOptions
+    from anpred.pipeline.run import run
+
+    def rows(executor: LocalExecutor | None, name: str) -> list[dict]:
+        options = RunOptions(model=str(tiny_onnx), libs=("onnxruntime", "openvino"), images=4)
+        out = tmp_path / name
+        run(options, out, lambda _m: None, parallel=2, executor=executor, drill=False,
+            calibration="off", chunk=2)  # fmt: skip
+        table = pq.read_table(out / "deviations.parquet").to_pylist()
+        return sorted(table, key=lambda r: (r["participant"], r["input"], r["anchor"]))
+
+    alone = rows(None, "alone")  # the tiny run is below MIN_BYTES: no early pass
+    handed = _hand_overs(monkeypatch)
+    assert rows(_SlowStart(tmp_path, 6), "early") == alone
+    assert len(handed) == 2  # each chunk's analysis asked its early pass
