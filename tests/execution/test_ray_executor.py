@@ -49,15 +49,9 @@ def ray_executor() -> Iterator[Executor]:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     # "local" starts an instance of its own even where RAY_ADDRESS names another (here a
     # dead one: joining it would fail) or a `ray start` cluster left its address behind
-    named = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = DEAD_ADDRESS
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_ADDRESS", DEAD_ADDRESS)
         executor = RayExecutor("local", num_cpus=2)
-    finally:
-        if named is None:
-            os.environ.pop("RAY_ADDRESS")
-        else:
-            os.environ["RAY_ADDRESS"] = named
     try:
         yield executor
     finally:
