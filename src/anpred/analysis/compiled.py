@@ -145,12 +145,19 @@ def _against(
     return squares, largest, ulps
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _unit(x: np.ndarray, norm: float, unit: np.ndarray, m: int) -> None:
+    """``x / ‖x‖`` over a piece into ``unit`` (the division as the generic cosine divides)."""
+    for e in range(m):
+        unit[e] = np.float64(x[e]) / norm
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=SUMS)
-def _cosine_squares(x: np.ndarray, norm: float, unit: np.ndarray, m: int) -> float:
-    """Σ (x/‖x‖ − unit)² over a piece (the division as the generic cosine divides)."""
+def _cosine_squares(unit_x: np.ndarray, unit: np.ndarray, m: int) -> float:
+    """Σ (x/‖x‖ − unit)² over a piece, given ``x/‖x‖``."""
     total = 0.0
     for e in range(m):
-        t = np.float64(x[e]) / norm - unit[e]
+        t = unit_x[e] - unit[e]
         total += t * t
     return total
 
@@ -191,6 +198,7 @@ def row_sums(
     keys = np.empty((count + 1, PIECE), dtype=np.int64)  # row r's keys, c's at r = P
     keys_f = np.empty(PIECE, dtype=np.int64)
     units = np.empty((2, PIECE))
+    unit_x = np.empty(PIECE)  # a row's x/‖x‖
     absolute = np.empty(PIECE)
     largest = np.zeros((count + 1, 2), dtype=np.int64)  # max |x − ref| as float64 bits
     refs = (c, f)
@@ -207,13 +215,15 @@ def row_sums(
             _keys(rounded_bits[1], keys_f, m)
             for r in range(count + 1):
                 if r < count:
+                    x = narrow[r, start : start + m]
                     _keys(bits[r, start : start + m], keys[r], m)
+                    if cosine[r, 0] or cosine[r, 1]:  # x/‖x‖ once for both references
+                        _unit(x, norms[r], unit_x, m)
                 for k in range(2):
                     if r == count and k == 0:
                         continue
                     ref, keys_ref = refs[k][start : start + m], keys[count] if k == 0 else keys_f
                     if r < count:
-                        x = narrow[r, start : start + m]
                         squares, bits_max, ulps = _against(x, keys[r], ref, keys_ref, m, absolute)
                     else:
                         x64 = c[start : start + m]
@@ -221,12 +231,9 @@ def row_sums(
                     sums[r, k, 0] += squares
                     largest[r, k] = max(largest[r, k], bits_max)
                     out[r, k, 2] = max(out[r, k, 2], ulps)
-                    if cosine[r, k]:
-                        if r < count:
-                            t = _cosine_squares(narrow[r, start : start + m], norms[r], units[k], m)
-                        else:
-                            t = _cosine_squares(c[start : start + m], norms[r], units[k], m)
-                        sums[r, k, 1] += t
+                    if cosine[r, k]:  # the consensus's unit vector is units[0] (‖c‖ alike)
+                        unit = units[0] if r == count else unit_x
+                        sums[r, k, 1] += _cosine_squares(unit, units[k], m)
         out[:, :, 0] += sums[:, :, 0]
         out[:, :, 3] += sums[:, :, 1]
     out[:, :, 1] = largest.view(np.float64)
