@@ -12,8 +12,9 @@ is timed separately. Phase 1 runs the kernel's compiled loops when numba is inst
 interleaved. ``--generic`` times the same data through the generic per-metric
 path as well (each metric on its own through the registry, as before the one-pass kernel
 of :mod:`anpred.analysis.onepass`) and prints the ratio of the two, measured in one run.
-The capture reader (CRC-checked ``np.load`` vs the direct read of stored members) and the
-Polygraphy baseline (``np.median`` vs one selection) are timed old vs new, interleaved.
+The capture readers (CRC-checked ``np.load``, ``np.fromfile`` of the stored member, the view
+of the mapped file the analysis uses; each with one pass over the data) and the Polygraphy
+baseline (``np.median`` vs one selection) are timed against each other, interleaved.
 Run::
 
     python benchmarks/bench_analysis.py [--inputs 3] [--generic]
@@ -46,7 +47,13 @@ from anpred.analysis.metrics import (  # noqa: E402
     get_metric,
     metric_names,
 )
-from anpred.store.files import CaptureFile, load_npz, read_array, write_arrays  # noqa: E402
+from anpred.store.files import (  # noqa: E402
+    CaptureFile,
+    load_npz,
+    read_array,
+    read_stored_array,
+    write_arrays,
+)
 
 ANCHOR_SHAPES = {
     "model.0": (1, 16, 320, 320),
@@ -156,38 +163,49 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
     return times
 
 
-def time_side_paths(rounds: int = 3) -> dict[str, tuple[float, float]]:
-    """CPU seconds (old, new) of the reader and the Polygraphy baseline, interleaved.
+def time_side_paths(rounds: int = 3) -> dict[str, dict[str, float]]:
+    """CPU seconds of the capture readers and of the Polygraphy baseline, interleaved.
 
-    Old: the CRC-checking ``np.load`` read and ``np.median``; new: the direct read of
-    stored members and the one-selection median. Both on every anchor's float32 captures
-    (six participants, one input), written to a temporary ``.npz`` once.
+    Readers, each followed by one pass over the data (a sum), so that a view's page faults
+    are counted where its data is first used: ``np.load`` (CRC-checked, the oldest),
+    ``np.fromfile`` of the stored member (:func:`read_stored_array` without a mapping) and
+    the view of the mapped file (:class:`CaptureFile`, what the analysis reads). Baseline:
+    ``np.median`` vs the one-selection median. All on every anchor's float32 captures (six
+    participants, one input), written with :func:`write_arrays` once.
     """
     import tempfile
     from pathlib import Path
 
     arrays = {a: synthetic_captures(s, seed=0) for a, s in ANCHOR_SHAPES.items()}
     narrow = {a: {p: x.astype(np.float32) for p, x in c.items()} for a, (c, _) in arrays.items()}
-    times = {"read captures": [0.0, 0.0], "polygraphy_allclose": [0.0, 0.0]}
+    readers = {
+        "np.load (zip CRC)": lambda capture, opened, npz, key: read_array(opened, key, npz),
+        "np.fromfile": lambda capture, opened, npz, key: read_stored_array(opened, key, npz),
+        "mapped view": lambda capture, opened, npz, key: capture[key],
+    }
+    times = {"read captures": dict.fromkeys(readers, 0.0)}
+    times["polygraphy_allclose"] = {"np.median": 0.0, "one selection": 0.0}
     new_median = baselines._median
     with tempfile.TemporaryDirectory() as folder:
         npz, meta = Path(folder) / "c.npz", Path(folder) / "c.json"
         write_arrays(npz, {f"{a}-{p}": x for a, c in narrow.items() for p, x in c.items()})
         meta.write_text("{}")
         for _ in range(rounds):
-            for k in (0, 1):
+            for name, read in readers.items():
                 with CaptureFile(npz, meta) as capture, load_npz(npz) as opened:
                     start = time.process_time()
                     for key in capture.keys():
-                        _ = read_array(opened, key, npz) if k == 0 else capture[key]
-                    times["read captures"][k] += time.process_time() - start
-                baselines._median = (lambda v: float(np.median(v))) if k == 0 else new_median
+                        np.add.reduce(read(capture, opened, npz, key), axis=None)
+                    times["read captures"][name] += time.process_time() - start
+            for name in times["polygraphy_allclose"]:
+                old = name == "np.median"
+                baselines._median = (lambda v: float(np.median(v))) if old else new_median
                 start = time.process_time()
                 for captures, fp64 in arrays.values():
                     polygraphy_allclose(captures, captures["torch"], fp64)
-                times["polygraphy_allclose"][k] += time.process_time() - start
+                times["polygraphy_allclose"][name] += time.process_time() - start
         baselines._median = new_median
-    return {step: (old, new) for step, (old, new) in times.items()}
+    return {step: {k: v / rounds for k, v in ways.items()} for step, ways in times.items()}
 
 
 def main() -> None:
@@ -242,9 +260,11 @@ def main() -> None:
     for name, seconds in per_metric.items():
         print(f"  {name:16s} {seconds * 1e3:7.1f} ms")
 
-    print("reader and baseline, all anchors, one input, old vs new interleaved (CPU ms):")
-    for step, (old, new) in time_side_paths().items():
-        print(f"  {step:22s} old {old * 1e3:7.1f}  new {new * 1e3:7.1f}  ({old / new:.2f}x)")
+    print("reader and baseline, all anchors, one input, interleaved (CPU ms; last: in use):")
+    for step, ways in time_side_paths().items():
+        used = list(ways.values())[-1]
+        timed = "  ".join(f"{way} {t * 1e3:.1f} ({t / used:.2f}x)" for way, t in ways.items())
+        print(f"  {step:20s} {timed}")
 
     capture, _ = synthetic_captures(ANCHOR_SHAPES["model.0"], seed=0)
     nhwc = capture["tensorflow"].astype(np.float32).transpose(0, 2, 3, 1)

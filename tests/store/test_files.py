@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from anpred.errors import DamagedRunError
-from anpred.store.files import CaptureFile, load_npz, read_array, write_arrays
+from anpred.store.files import ALIGN, CaptureFile, load_npz, read_array, write_arrays
 
 
 def _capture(tmp_path: Path, arrays: dict[str, np.ndarray]) -> tuple[Path, Path]:
@@ -70,3 +71,57 @@ def test_a_member_cut_short_is_refused(tmp_path: Path) -> None:
         capture["a"]
     with load_npz(npz) as opened, pytest.raises(DamagedRunError):  # the CRC path as well
         read_array(opened, "a", npz)
+
+
+def test_every_array_is_a_view_of_the_mapped_file_aligned_for_simd(tmp_path: Path) -> None:
+    # keys of every length modulo the alignment: the padding differs for each member
+    arrays = {"k" * n: np.full((3, 5 + n), n, np.float32) for n in range(1, 2 * ALIGN)}
+    npz, meta = _capture(tmp_path, arrays)
+    with zipfile.ZipFile(npz) as archive:
+        assert archive.testzip() is None  # every CRC as a zip reader checks it
+    with CaptureFile(npz, meta) as capture:
+        for key, expected in arrays.items():
+            got = capture[key]
+            assert got.ctypes.data % ALIGN == 0, key
+            assert not got.flags.owndata and got.base is not None, "a copy, not a view"
+            assert np.array_equal(got, expected)
+
+
+def test_writing_into_a_read_array_never_reaches_the_file(tmp_path: Path) -> None:
+    npz, meta = _capture(tmp_path, {"a": np.arange(6.0), "b": np.ones(4, np.float32)})
+    before = npz.read_bytes()
+    with CaptureFile(npz, meta) as capture:
+        a = capture["a"]
+        a[:] = -1.0
+        assert np.array_equal(CaptureFile(npz, meta)["a"], np.arange(6.0))
+    assert npz.read_bytes() == before
+
+
+def test_arrays_outlive_their_file_closed_replaced_or_removed(tmp_path: Path) -> None:
+    npz, meta = _capture(tmp_path, {"a": np.arange(1000.0)})
+    with CaptureFile(npz, meta) as capture:
+        a = capture["a"]
+    write_arrays(npz, {"a": np.zeros(1000)})  # replaced, as pruning rewrites a capture
+    assert np.array_equal(a, np.arange(1000.0))
+    b = CaptureFile(npz, meta)["a"]
+    npz.unlink()
+    assert np.array_equal(b, np.zeros(1000))
+
+
+def test_files_np_savez_wrote_are_read_too(tmp_path: Path) -> None:
+    # run directories written before write_arrays aligned its members
+    npz, meta = tmp_path / "x.capture.npz", tmp_path / "x.capture.json"
+    arrays = {"ab": np.arange(7, dtype=np.float32), "c/d.e": np.arange(12.0).reshape(3, 4)}
+    np.savez(npz, **arrays)
+    meta.write_text("{}")
+    with CaptureFile(npz, meta) as capture:
+        for key, expected in arrays.items():
+            got = capture[key]
+            assert got.flags.aligned and got.flags.writeable
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+def test_object_arrays_are_never_pickled(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        write_arrays(tmp_path / "x.npz", {"a": np.array([{}], dtype=object)})
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
