@@ -13,7 +13,7 @@ interleaved. ``--generic`` times the same data through the generic per-metric
 path as well (each metric on its own through the registry, as before the one-pass kernel
 of :mod:`anpred.analysis.onepass`) and prints the ratio of the two, measured in one run.
 The capture readers (CRC-checked ``np.load``, ``np.fromfile`` of the stored member, the view
-of the mapped file the analysis uses; each with one pass over the data) and the Polygraphy
+of the mapped member the analysis uses; each with one pass over the data) and the Polygraphy
 baseline (``np.median`` vs one selection) are timed against each other, interleaved.
 Run::
 
@@ -47,13 +47,8 @@ from anpred.analysis.metrics import (  # noqa: E402
     get_metric,
     metric_names,
 )
-from anpred.store.files import (  # noqa: E402
-    CaptureFile,
-    load_npz,
-    read_array,
-    read_stored_array,
-    write_arrays,
-)
+from anpred.store import files  # noqa: E402
+from anpred.store.files import CaptureFile, load_npz, read_array, write_arrays  # noqa: E402
 
 ANCHOR_SHAPES = {
     "model.0": (1, 16, 320, 320),
@@ -163,13 +158,21 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
     return times
 
 
+def _read_copied(opened, key: str, npz) -> np.ndarray:
+    """The stored member's ``.npy`` read with ``np.fromfile`` (a copy; no CRC)."""
+    with open(npz, "rb") as file:
+        start, _ = files._member(opened, key, lambda at, n: os.pread(file.fileno(), n, at))
+        file.seek(start)
+        return np.lib.format.read_array(file, allow_pickle=False)
+
+
 def time_side_paths(rounds: int = 3) -> dict[str, dict[str, float]]:
     """CPU seconds of the capture readers and of the Polygraphy baseline, interleaved.
 
     Readers, each followed by one pass over the data (a sum), so that a view's page faults
     are counted where its data is first used: ``np.load`` (CRC-checked, the oldest),
-    ``np.fromfile`` of the stored member (:func:`read_stored_array` without a mapping) and
-    the view of the mapped file (:class:`CaptureFile`, what the analysis reads). Baseline:
+    ``np.fromfile`` of the stored member (the reader before the mapping) and the view of
+    the mapped member (:class:`CaptureFile`, what the analysis reads). Baseline:
     ``np.median`` vs the one-selection median. All on every anchor's float32 captures (six
     participants, one input), written with :func:`write_arrays` once.
     """
@@ -180,7 +183,7 @@ def time_side_paths(rounds: int = 3) -> dict[str, dict[str, float]]:
     narrow = {a: {p: x.astype(np.float32) for p, x in c.items()} for a, (c, _) in arrays.items()}
     readers = {
         "np.load (zip CRC)": lambda capture, opened, npz, key: read_array(opened, key, npz),
-        "np.fromfile": lambda capture, opened, npz, key: read_stored_array(opened, key, npz),
+        "np.fromfile": lambda capture, opened, npz, key: _read_copied(opened, key, npz),
         "mapped view": lambda capture, opened, npz, key: capture[key],
     }
     times = {"read captures": dict.fromkeys(readers, 0.0)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import zipfile
 from pathlib import Path
 
@@ -125,3 +126,17 @@ def test_object_arrays_are_never_pickled(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_arrays(tmp_path / "x.npz", {"a": np.array([{}], dtype=object)})
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_an_array_maps_its_own_bytes_not_the_whole_file(tmp_path: Path) -> None:
+    # freed with the array, as a copy would be: the analysis holds one capture file open
+    # per participant while it reads its anchors one by one
+    arrays = {f"a{i}": np.full(100_000, i, np.float32) for i in range(8)}
+    npz, meta = _capture(tmp_path, arrays)
+    with CaptureFile(npz, meta) as capture:
+        got = capture["a3"]
+    owner = got
+    while not isinstance(owner, mmap.mmap):  # array -> ... -> memoryview -> mmap
+        owner = owner.obj if isinstance(owner, memoryview) else owner.base
+    assert len(owner) < got.nbytes + 2 * mmap.ALLOCATIONGRANULARITY < npz.stat().st_size / 4
+    assert np.all(got == 3)

@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -126,21 +126,25 @@ def _member(data: Any, key: str, read: Callable[[int, int], bytes]) -> tuple[int
     return info.header_offset + _LOCAL_HEADER_SIZE + name_size + extra_size, info.file_size
 
 
-def read_stored_array(
-    data: Any, key: str, path: Path, mapped: mmap.mmap | None = None
-) -> np.ndarray:
+def read_stored_array(data: Any, key: str, path: Path) -> np.ndarray:
     """Read one array of an opened ``.npz`` straight from the file, without the zip CRC.
 
-    :func:`write_arrays` stores members uncompressed, so an array is its ``.npy`` bytes at
-    an offset in the file. With ``mapped`` (the file memory-mapped, see
-    :class:`CaptureFile`) the array is a view of those bytes: no copy, the file's
-    pages are those of the OS cache (measured on the 13 capture files of one yolov8n
-    input, 280 MB, each array read and summed once: 0.25 -> 0.09 CPU s). Without it, they
-    are read with ``np.fromfile``, still skipping zipfile's CRC-32 over every byte and its
-    chunked copies (six 6.5 MB float32 arrays: 13 ms -> 6 ms CPU). Truncation is still
-    refused: a cut file has no zip directory, so :func:`load_npz` fails, and an array that
-    is shorter than its ``.npy`` header says, or does not end where its zip member ends, is
-    refused. A flipped bit inside an array is not detected here; :func:`read_array` (used by
+    :func:`write_arrays` stores members uncompressed, each array's data at a multiple of
+    :data:`ALIGN` bytes, so an array is bytes at an offset in the file: it is returned as a
+    view of those bytes, memory-mapped copy-on-write (writeable; what is written never
+    reaches the file), its pages those of the OS cache, unmapped when the array is freed.
+    Measured on the 13 capture files of one yolov8n input (280 MB), each array read and
+    summed once: 0.25 -> 0.09 CPU s against reading them with ``np.fromfile``; the
+    analysis of one such input (``collect``): 1.05 -> 0.94 CPU s. Data that is not aligned
+    for its dtype (a file ``np.savez`` wrote) is read with ``np.fromfile``, which still
+    skips zipfile's CRC-32 over every byte and its chunked copies.
+
+    Truncation is still refused: a cut file has no zip directory, so :func:`load_npz` fails,
+    and an array that is shorter than its ``.npy`` header says, or does not end where its
+    zip member ends, is refused. Every writer of the run store replaces files whole
+    (:func:`write_arrays`, :func:`write_json`) or removes them, so a mapped file is never cut
+    short under its readers; removal or replacement leaves the mapping on the old file. A
+    flipped bit inside an array is not detected here; :func:`read_array` (used by
     :func:`anpred.store.damage.find_damage`) still checks the CRC. Compressed members take
     :func:`read_array`.
 
@@ -148,39 +152,41 @@ def read_stored_array(
         DamagedRunError: The array is missing, cut short, or holds Python objects.
     """
     try:
-        if mapped is not None:
-            bounds = _member(data, key, lambda at, n: mapped[at : at + n])
-            if bounds is None:
-                return read_array(data, key, path)
-            return _view(mapped, key, *bounds)
         with open(path, "rb") as file:
 
             def read(at: int, n: int) -> bytes:
-                file.seek(at)
-                return file.read(n)
+                return os.pread(file.fileno(), n, at)
 
             bounds = _member(data, key, read)
             if bounds is None:
                 return read_array(data, key, path)
-            start, size = bounds
-            file.seek(start)
-            array = np.lib.format.read_array(file, allow_pickle=False)
-            if file.tell() != start + size:  # it ran into the next member
-                raise ValueError(f"array {key!r} does not fill its zip member exactly")
-            return array
+            shape, fortran, dtype, at = _npy_header(read, key, *bounds)
+            count = math.prod(shape)
+            if count == 0:
+                flat = np.empty(0, dtype)
+            elif at % dtype.alignment == 0:
+                flat = _mapped(file, at, count * dtype.itemsize, dtype)
+            else:
+                file.seek(at)
+                flat = np.fromfile(file, dtype=dtype, count=count)
+                if flat.size != count:
+                    raise EOFError(f"array {key!r} is cut short")
+        return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
     except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise DamagedRunError(path, _reason(err)) from None
 
 
-def _view(mapped: mmap.mmap, key: str, start: int, size: int) -> np.ndarray:
-    """The ``.npy`` array at ``[start, start + size)`` of ``mapped``: a view of the mapping
-    (writeable, copy-on-write), or a copy where the data is not aligned for its dtype.
+def _npy_header(
+    read: Callable[[int, int], bytes], key: str, start: int, size: int
+) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """The ``.npy`` header of the member at ``[start, start + size)``: shape, Fortran order,
+    dtype, and where the data starts in the file.
 
     Raises:
-        ValueError: A header numpy does not read (or object dtype), or an array that does not
+        ValueError: A header numpy does not read, an object dtype, or data that does not
             fill the member exactly.
     """
-    prefix = mapped[start : start + _NPY_PREFIX]
+    prefix = read(start, _NPY_PREFIX)
     if len(prefix) != _NPY_PREFIX or not prefix.startswith(b"\x93NUMPY"):
         raise ValueError(f"array {key!r} has no .npy header")
     version = (prefix[6], prefix[7])
@@ -188,24 +194,31 @@ def _view(mapped: mmap.mmap, key: str, start: int, size: int) -> np.ndarray:
     header_end = start + 8 + length_size + int.from_bytes(prefix[8 : 8 + length_size], "little")
     if header_end > start + size:
         raise ValueError(f"array {key!r} is shorter than its .npy header")
-    header = io.BytesIO(mapped[start:header_end])
-    np.lib.format.read_magic(header)
     read_header = {
         (1, 0): np.lib.format.read_array_header_1_0,
         (2, 0): np.lib.format.read_array_header_2_0,
     }.get(version)
     if read_header is None:
         raise ValueError(f"array {key!r}: .npy version {version} is not read here")
+    header = io.BytesIO(read(start, header_end - start))
+    np.lib.format.read_magic(header)
     shape, fortran, dtype = read_header(header)
     if dtype.hasobject:
         raise ValueError(f"array {key!r} holds Python objects (not read: no pickle)")
-    count = math.prod(shape)
-    if header_end + count * dtype.itemsize != start + size:
+    if header_end + math.prod(shape) * dtype.itemsize != start + size:
         raise ValueError(f"array {key!r} does not fill its zip member exactly")
-    flat = np.frombuffer(mapped, dtype=dtype, count=count, offset=header_end)
-    if not flat.flags.aligned:  # a file not written by write_arrays (e.g. np.savez's)
-        flat = flat.copy()
-    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+    return shape, fortran, dtype, header_end
+
+
+def _mapped(file: BinaryIO, at: int, length: int, dtype: np.dtype) -> np.ndarray:
+    """``length`` bytes of ``file`` from ``at``, memory-mapped copy-on-write, as a flat array.
+
+    The mapping starts at the page below ``at`` (mappings start on page boundaries) and
+    lasts as long as the array (or a view of it) does; the descriptor may be closed.
+    """
+    base = at - at % mmap.ALLOCATIONGRANULARITY
+    mapping = mmap.mmap(file.fileno(), at + length - base, access=mmap.ACCESS_COPY, offset=base)
+    return np.frombuffer(mapping, dtype=dtype, count=length // dtype.itemsize, offset=at - base)
 
 
 #: Where each array's data starts in the files :func:`write_arrays` writes: a multiple of this
@@ -219,11 +232,10 @@ def write_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
     The file is what ``np.savez`` writes (``np.load`` and any zip reader read it), except
     that every member's local header carries an extra field of padding so that its data
-    starts at a multiple of :data:`ALIGN` bytes: :class:`CaptureFile` then hands out views
-    of the mapped file that numpy and the compiled kernels take as they are (a misaligned
-    view would be copied). Uncompressed on purpose: measured on yolov8n captures, zlib saved
-    ~10 % of disk at 0.116 s/MB against 0.0027 s/MB (benchmarks/bench_run.py) -- float
-    activations do not compress.
+    starts at a multiple of :data:`ALIGN` bytes: :func:`read_stored_array` then maps it
+    as it is (misaligned data is read into a copy). Uncompressed on purpose: measured on
+    yolov8n captures, zlib saved ~10 % of disk at 0.116 s/MB against 0.0027 s/MB
+    (benchmarks/bench_run.py) -- float activations do not compress.
 
     Raises:
         ValueError: An array holds Python objects (never pickled).
@@ -257,24 +269,6 @@ def _padding(header_end: int) -> bytes:
     return struct.pack("<HH", _PADDING_FIELD, pad - 4) + bytes(pad - 4)
 
 
-def _map(path: Path) -> mmap.mmap:
-    """``path`` memory-mapped copy-on-write (the descriptor is closed; the mapping stays):
-    arrays viewing it are writeable, and what is written to them never reaches the file.
-
-    Every writer of the run store replaces files whole (:func:`write_arrays`,
-    :func:`write_json`) or removes them, so a mapped file is never cut short under its
-    readers; removal or replacement leaves the mapping on the old file.
-
-    Raises:
-        DamagedRunError: The file cannot be opened or mapped.
-    """
-    try:
-        with open(path, "rb") as file:
-            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
-    except (OSError, ValueError) as err:  # ValueError: an empty file
-        raise DamagedRunError(path, _reason(err)) from None
-
-
 class CaptureFile:
     """Lazy access to one (participant, input) capture: its metadata and its arrays.
 
@@ -292,7 +286,6 @@ class CaptureFile:
         self.pruned: frozenset[str] = frozenset(pruned_field(self.meta, Path(meta)))
         # every array pruned: the file is gone (or going)
         self._data = load_npz(arrays) if arrays.exists() or not self.pruned else None
-        self._mapped: mmap.mmap | None = None  # the file, mapped at the first array read
 
     def __getitem__(self, key: str) -> np.ndarray:
         """Read one array (an anchor key, or :data:`PLAIN_KEY`).
@@ -306,9 +299,7 @@ class CaptureFile:
                 f"{self.path.name}: array {key!r} was pruned after the run was judged "
                 "(--keep-captures needed); re-run with --keep-captures all to keep it"
             )
-        if self._mapped is None:
-            self._mapped = _map(self.path)
-        return read_stored_array(self._data, key, self.path, self._mapped)
+        return read_stored_array(self._data, key, self.path)
 
     def keys(self) -> list[str]:
         """Keys of the stored arrays (pruned ones excluded)."""
@@ -335,12 +326,9 @@ class CaptureFile:
         return {key: self[key] for key in self.keys()}
 
     def close(self) -> None:
-        """Close the ``.npz`` file. Arrays already read stay valid: the mapping lasts as long
-        as one of them does (and survives the file's removal or replacement).
-        """
+        """Close the ``.npz`` file (arrays already read stay valid)."""
         if self._data is not None:
             self._data.close()
-        self._mapped = None
 
     def __enter__(self) -> CaptureFile:
         return self
