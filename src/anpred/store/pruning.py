@@ -53,8 +53,11 @@ def write_statistics(store: RunStore, record: Mapping[str, Any]) -> None:
 
 def _write_gz(path: Path, record: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as out:
-        json.dump({"version": STATISTICS_VERSION, **record}, out, separators=(",", ":"))
+    # json.dumps, not json.dump: dump streams through the pure-Python encoder (the same
+    # text, measured on a yolov8n run's 0.5 MB: 58-82 ms against 21-27 ms)
+    text = json.dumps({"version": STATISTICS_VERSION, **record}, separators=(",", ":"))
+    with gzip.open(tmp, "wb", compresslevel=1) as out:
+        out.write(text.encode("utf-8"))
     os.replace(tmp, path)
 
 
