@@ -161,7 +161,7 @@ def time_paths(rounds: int = 3) -> dict[str, float] | None:
 def _read_copied(opened, key: str, npz) -> np.ndarray:
     """The stored member's ``.npy`` read with ``np.fromfile`` (a copy; no CRC)."""
     with open(npz, "rb") as file:
-        start, _ = files._member(opened, key, lambda at, n: os.pread(file.fileno(), n, at))
+        start, _ = files._member(opened, key, file)
         file.seek(start)
         return np.lib.format.read_array(file, allow_pickle=False)
 

@@ -6,14 +6,13 @@ Private to :mod:`anpred.store`: other modules reach files through
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import mmap
 import os
 import struct
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -104,12 +103,11 @@ def read_array(data: Any, key: str, path: Path) -> np.ndarray:
 
 _LOCAL_HEADER = b"PK\x03\x04"
 _LOCAL_HEADER_SIZE = 30  # fixed part of a zip local file header
-_NPY_PREFIX = 12  # .npy magic (6), version (2), header length (2 in version 1.0, else 4)
 
 
-def _member(data: Any, key: str, read: Callable[[int, int], bytes]) -> tuple[int, int] | None:
-    """Where array ``key``'s ``.npy`` bytes lie in the file: ``(start, size)``; ``None`` for
-    a compressed member. ``read(offset, n)`` reads the file.
+def _member(data: Any, key: str, file: BinaryIO) -> tuple[int, int] | None:
+    """Where array ``key``'s ``.npy`` bytes lie in ``file``: ``(start, size)``; ``None`` for
+    a compressed member.
 
     Raises:
         KeyError: No such array.
@@ -118,7 +116,8 @@ def _member(data: Any, key: str, read: Callable[[int, int], bytes]) -> tuple[int
     info = data.zip.getinfo(f"{key}.npy")
     if info.compress_type != zipfile.ZIP_STORED:
         return None
-    header = read(info.header_offset, _LOCAL_HEADER_SIZE)
+    file.seek(info.header_offset)
+    header = file.read(_LOCAL_HEADER_SIZE)
     if len(header) != _LOCAL_HEADER_SIZE or not header.startswith(_LOCAL_HEADER):
         raise zipfile.BadZipFile(f"no local header for {key!r}")
     name_size = int.from_bytes(header[26:28], "little")
@@ -153,14 +152,10 @@ def read_stored_array(data: Any, key: str, path: Path) -> np.ndarray:
     """
     try:
         with open(path, "rb") as file:
-
-            def read(at: int, n: int) -> bytes:
-                return os.pread(file.fileno(), n, at)
-
-            bounds = _member(data, key, read)
+            bounds = _member(data, key, file)
             if bounds is None:
                 return read_array(data, key, path)
-            shape, fortran, dtype, at = _npy_header(read, key, *bounds)
+            shape, fortran, dtype, at = _npy_header(file, key, *bounds)
             count = math.prod(shape)
             if count == 0:
                 flat = np.empty(0, dtype)
@@ -177,37 +172,30 @@ def read_stored_array(data: Any, key: str, path: Path) -> np.ndarray:
 
 
 def _npy_header(
-    read: Callable[[int, int], bytes], key: str, start: int, size: int
+    file: BinaryIO, key: str, start: int, size: int
 ) -> tuple[tuple[int, ...], bool, np.dtype, int]:
-    """The ``.npy`` header of the member at ``[start, start + size)``: shape, Fortran order,
-    dtype, and where the data starts in the file.
+    """The ``.npy`` header of the member at ``[start, start + size)`` of ``file`` (numpy's
+    own reader): shape, Fortran order, dtype, and where the data starts in the file.
 
     Raises:
         ValueError: A header numpy does not read, an object dtype, or data that does not
             fill the member exactly.
     """
-    prefix = read(start, _NPY_PREFIX)
-    if len(prefix) != _NPY_PREFIX or not prefix.startswith(b"\x93NUMPY"):
-        raise ValueError(f"array {key!r} has no .npy header")
-    version = (prefix[6], prefix[7])
-    length_size = 2 if version == (1, 0) else 4
-    header_end = start + 8 + length_size + int.from_bytes(prefix[8 : 8 + length_size], "little")
-    if header_end > start + size:
-        raise ValueError(f"array {key!r} is shorter than its .npy header")
+    file.seek(start)
+    version = np.lib.format.read_magic(file)
     read_header = {
         (1, 0): np.lib.format.read_array_header_1_0,
         (2, 0): np.lib.format.read_array_header_2_0,
     }.get(version)
     if read_header is None:
         raise ValueError(f"array {key!r}: .npy version {version} is not read here")
-    header = io.BytesIO(read(start, header_end - start))
-    np.lib.format.read_magic(header)
-    shape, fortran, dtype = read_header(header)
+    shape, fortran, dtype = read_header(file)
+    data_start = file.tell()
     if dtype.hasobject:
         raise ValueError(f"array {key!r} holds Python objects (not read: no pickle)")
-    if header_end + math.prod(shape) * dtype.itemsize != start + size:
+    if data_start + math.prod(shape) * dtype.itemsize != start + size:
         raise ValueError(f"array {key!r} does not fill its zip member exactly")
-    return shape, fortran, dtype, header_end
+    return shape, fortran, dtype, data_start
 
 
 def _mapped(file: BinaryIO, at: int, length: int, dtype: np.dtype) -> np.ndarray:
