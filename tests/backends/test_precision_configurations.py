@@ -137,17 +137,31 @@ def _check(run_dir: Path, name: str, result: WorkerResult) -> None:
         assert all(e <= FP32_TOL for e in errors.values()), f"{name}: {errors}"
 
 
-@pytest.fixture(scope="module")
-def fast_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, WorkerResult]]:
-    run_dir = tmp_path_factory.mktemp("precision-fast")
-    return run_dir, run_participants(run_dir, [parse_participant(n) for n in FAST])
+def _available() -> list[str]:
+    """The configurations of :data:`ALL` whose library is installed."""
+    return [p.values[0] for p in ALL if not any(m.args[0] for m in p.marks)]
 
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, WorkerResult]]:
     run_dir = tmp_path_factory.mktemp("precision-all")
-    names = [p.values[0] for p in ALL if not any(m.args[0] for m in p.marks)]
-    return run_dir, run_participants(run_dir, [parse_participant(n) for n in names])
+    return run_dir, run_participants(run_dir, [parse_participant(n) for n in _available()])
+
+
+@pytest.fixture(scope="module")
+def fast_run(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[Path, dict[str, WorkerResult]]:
+    """The :data:`FAST` configurations' run; the full run's when this session makes that
+    one anyway (the slow tests are selected): the same workers on the same chain, and more.
+    """
+    full = any(getattr(item, "originalname", "") == "test_every_configuration"
+               and getattr(item, "module", None) is request.module
+               for item in request.session.items)  # fmt: skip
+    if full and set(FAST) <= set(_available()):
+        return request.getfixturevalue("full_run")
+    run_dir = tmp_path_factory.mktemp("precision-fast")
+    return run_dir, run_participants(run_dir, [parse_participant(n) for n in FAST])
 
 
 @pytest.mark.parametrize("name", FAST)
