@@ -21,6 +21,7 @@ from anpred.pipeline import collect_pool
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.early_pass import EarlyPass
+from anpred.pipeline.evidence import Collection
 from anpred.store import RunStore
 
 
@@ -34,10 +35,9 @@ def _early(run: Path, **changes) -> EarlyPass:
         "input_ids": store.read_input_ids(),
     }
     fields.update(changes)
-    return EarlyPass(
-        run, fields["participants"], REF, REF32, fields["anchors"], fields["input_ids"],
-        fields["params"], processes=2, isolation=True,
-    )  # fmt: skip
+    collection = Collection(Path(run).resolve(), tuple(fields["participants"]),
+                            tuple(fields["anchors"]), fields["params"], REF, REF32)  # fmt: skip
+    return EarlyPass(collection, fields["input_ids"], processes=2, isolation=True)
 
 
 def _tail(early: EarlyPass, free: int = 1) -> None:

@@ -263,6 +263,7 @@ def _gather(
     from anpred.pipeline import statistics
     from anpred.pipeline.chunks import chunk_statistics
     from anpred.pipeline.collect_pool import collect_inputs
+    from anpred.pipeline.evidence import Collection
     from anpred.pipeline.prune import captures_pruned, statistics_note
     from anpred.store.pruning import has_statistics, remove_chunk_statistics
 
@@ -274,9 +275,8 @@ def _gather(
         return ev, params
     if not captures_pruned(store, [REFERENCE64, *names], input_ids):
         ev = collect_inputs(
-            store.root, names, REFERENCE64, REFERENCE32, anchors, input_ids, params, say,
-            processes, early,
-        )  # fmt: skip
+            Collection.of(store.root, names, anchors, params), input_ids, say, processes, early
+        )
         statistics.save(store, ev, params.metric_names(), names, input_ids)
         return ev, params
     if not has_statistics(store):

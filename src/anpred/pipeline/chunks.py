@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 from anpred.analysis.oracle import OracleParams, noise_candidates
 from anpred.errors import UsageError
 from anpred.execution.pool import WorkerResult
-from anpred.participants import REFERENCE32, REFERENCE64, Participant
-from anpred.pipeline.evidence import RunEvidence, collect
+from anpred.participants import REFERENCE32, Participant
+from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.progress import Say, quiet
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
@@ -200,10 +200,8 @@ def _analyse_chunk(
     from anpred.pipeline import statistics
     from anpred.pipeline.collect_pool import collect_inputs
 
-    ev = collect_inputs(
-        store.root, names, REFERENCE64, REFERENCE32, anchors, ids, params, quiet, processes,
-        early,
-    )  # fmt: skip
+    ev = collect_inputs(Collection.of(store.root, names, anchors, params), ids, quiet,
+                        processes, early)  # fmt: skip
     statistics.save_chunk(store, ev, params.metric_names(), names, ids)
     keep = candidate_anchors(ev, params, ids)
     freed, kept = prune_chunk(store, ids, keep, first_input)
@@ -297,5 +295,5 @@ def chunk_statistics(
     evs = [part[0] for part in parts]
     if rest:
         say(f"  {len(done)} inputs from their chunks' statistics, {len(rest)} from captures")
-        evs.append(collect(store.root, names, REFERENCE64, REFERENCE32, anchors, rest, params, say))
+        evs.append(Collection.of(store.root, names, anchors, params).collect(rest, say))
     return statistics.merge(evs, input_ids), tuple(params.metric_names())

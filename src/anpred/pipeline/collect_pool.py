@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 
 from anpred import fork_server
 from anpred.analysis import onepass
-from anpred.analysis.oracle import OracleParams
-from anpred.pipeline.evidence import RunEvidence, collect
+from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.pipeline.statistics import merge
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
@@ -123,24 +122,16 @@ def _capture_bytes(run_dir: Path, participants: Sequence[str], input_id: str) ->
 
 @dataclass(frozen=True)
 class PassTask:
-    """What a pass collects, but the inputs: two passes with equal tasks give the same
-    records for an input.
+    """What a pass collects, but the inputs, and whether it uses the compiled loops: two
+    passes with equal tasks give the same records for an input, the same way.
     """
 
-    run_dir: Path
-    participants: tuple[str, ...]
-    reference64: str
-    reference32: str
-    anchors: tuple[str, ...]
-    params: OracleParams
+    collection: Collection
     compiled: bool
 
     def submit(self, pool: ProcessPoolExecutor, input_id: str) -> Future[RunEvidence | None]:
         """Collect ``input_id`` in ``pool``."""
-        return pool.submit(
-            _one, self.run_dir, list(self.participants), self.reference64, self.reference32,
-            list(self.anchors), input_id, self.params, self.compiled,
-        )  # fmt: skip
+        return pool.submit(_one, self.collection, input_id, self.compiled)
 
 
 Started = tuple[ProcessPoolExecutor, dict[str, "Future[RunEvidence | None]"]]
@@ -156,37 +147,21 @@ def new_pool(processes: int, compiled: bool) -> ProcessPoolExecutor:
     )
 
 
-def _one(
-    run_dir: Path,
-    participants: Sequence[str],
-    reference64: str,
-    reference32: str,
-    anchors: Sequence[str],
-    input_id: str,
-    params: OracleParams,
-    compiled: bool,
-) -> RunEvidence | None:
+def _one(collection: Collection, input_id: str, compiled: bool) -> RunEvidence | None:
     """One input's records; ``None`` when collecting it failed (the driver collects it
     again and raises what the one pass raises: no exception has to travel back).
     ``compiled``: whether to use the compiled loops (:data:`COMPILED_MIN_BYTES`).
     """
     onepass.use_compiled(compiled)
     try:
-        return collect(
-            run_dir, participants, reference64, reference32, anchors, [input_id], params, quiet
-        )
+        return collection.collect([input_id], quiet)
     except Exception:  # noqa: BLE001 - see above
         return None
 
 
 def collect_inputs(
-    run_dir: Path,
-    participants: Sequence[str],
-    reference64: str,
-    reference32: str,
-    anchors: Sequence[str],
+    collection: Collection,
     input_ids: Sequence[str],
-    params: OracleParams,
     say: Say,
     processes: int = 1,
     early: EarlyPass | None = None,
@@ -194,13 +169,8 @@ def collect_inputs(
     """:func:`~anpred.pipeline.evidence.collect`, in up to ``processes`` processes.
 
     Args:
-        run_dir: The run directory.
-        participants: The judged participants.
-        reference64: The fp64 reference participant.
-        reference32: The fp32 reference participant.
-        anchors: Anchor keys in topological order.
+        collection: What the pass collects (the run, participants, anchors, parameters).
         input_ids: The inputs to collect, in the run's order.
-        params: Oracle parameters.
         say: Progress (a line per input, as the inputs finish).
         processes: Processes at most (the run's ``--parallel``); 1: this process only.
         early: Inputs a run began to analyse while its last workers ran: the pass takes
@@ -212,17 +182,14 @@ def collect_inputs(
     """
     input_ids = list(input_ids)
     processes = min(processes, len(input_ids))
-    work, compiled = plan_pass(run_dir, [reference64, *participants], input_ids)
+    work, compiled = plan_pass(collection.run_dir, collection.names, input_ids)
     previous = onepass.use_compiled(compiled)
     try:
         if compiled:
             onepass.prepare(say)  # compiled here once, then loaded by every process
         if processes < 2 or work < MIN_BYTES:
-            return collect(
-                run_dir, participants, reference64, reference32, anchors, input_ids, params, say
-            )
-        task = PassTask(Path(run_dir).resolve(), tuple(participants), reference64, reference32,
-                        tuple(anchors), params, compiled)  # fmt: skip
+            return collection.collect(input_ids, say)
+        task = PassTask(collection, compiled)
         started = early.hand_over(task) if early is not None else None
         return _in_processes(task, input_ids, say, processes, started)
     finally:
@@ -280,8 +247,5 @@ def _in_processes(
             fork_server.release()  # unless a run keeps it for its report
     for i in input_ids:  # one input per part, as above: the merge keeps the run's order
         if i not in parts:
-            parts[i] = collect(
-                task.run_dir, task.participants, task.reference64, task.reference32,
-                task.anchors, [i], task.params, say,
-            )  # fmt: skip
+            parts[i] = task.collection.collect([i], say)
     return merge([parts[i] for i in input_ids], input_ids)

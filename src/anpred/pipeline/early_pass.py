@@ -31,7 +31,7 @@ from anpred.analysis import onepass
 from anpred.analysis.oracle import OracleParams
 from anpred.pipeline import collect_pool
 from anpred.pipeline.collect_pool import PassTask, Started
-from anpred.pipeline.evidence import RunEvidence
+from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.store import ISOLATED, RunStore, Status
 
 
@@ -39,36 +39,25 @@ class EarlyPass:
     """The inputs of a run collected in the slots its last workers leave free.
 
     Args:
-        run_dir: The run directory.
-        participants: The judged participants, as the analysis will name them.
-        reference64: The fp64 reference participant.
-        reference32: The fp32 reference participant.
-        anchors: Anchor keys in topological order.
+        collection: What the analysis will collect (its participants, anchors, parameters).
         input_ids: The run's inputs, in order.
-        params: The oracle parameters the analysis will use.
         processes: Processes at most (the run's ``--parallel``).
         isolation: Whether the participants also write isolated captures.
     """
 
     def __init__(
         self,
-        run_dir: Path,
-        participants: Sequence[str],
-        reference64: str,
-        reference32: str,
-        anchors: Sequence[str],
+        collection: Collection,
         input_ids: Sequence[str],
-        params: OracleParams,
         processes: int,
         isolation: bool,
     ) -> None:
-        self.store = RunStore(run_dir)
-        self.names = [reference64, *participants]
+        self.collection = collection
+        self.store = RunStore(collection.run_dir)
+        self.names = collection.names
         self.input_ids = list(input_ids)
         self.processes = processes
         self.isolation = isolation
-        self._partial = (Path(run_dir).resolve(), tuple(participants), reference64, reference32,
-                         tuple(anchors), params)  # fmt: skip
         self.task: PassTask | None = None  # decided with the first input
         self.pool: ProcessPoolExecutor | None = None
         self.futures: dict[str, Future[RunEvidence | None]] = {}
@@ -110,7 +99,7 @@ class EarlyPass:
         if work < collect_pool.MIN_BYTES or (compiled and not _loops_cached()):
             self.close()
             return False
-        self.task = PassTask(*self._partial, compiled)
+        self.task = PassTask(self.collection, compiled)
         return True
 
     def _ready(self, input_id: str) -> bool:
@@ -182,20 +171,13 @@ def for_run(
         processes: Processes at most (the run's ``--parallel``).
         isolation: Whether the participants also write isolated captures.
     """
-    from anpred.participants import REFERENCE32, REFERENCE64
     from anpred.pipeline.calibrate import with_stored_calibration
 
     store = RunStore(run_dir)
+    anchors = [a["key"] for a in store.read_export()["anchors"]]
+    params = with_stored_calibration(store, OracleParams())
     return EarlyPass(
-        run_dir,
-        participants,
-        REFERENCE64,
-        REFERENCE32,
-        [a["key"] for a in store.read_export()["anchors"]],
-        input_ids,
-        with_stored_calibration(store, OracleParams()),
-        processes,
-        isolation,
+        Collection.of(run_dir, participants, anchors, params), input_ids, processes, isolation
     )
 
 

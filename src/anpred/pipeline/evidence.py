@@ -25,6 +25,7 @@ from anpred.localization.dimension import (
     elementwise_error,
 )
 from anpred.localization.stage_error import IntroducedErrors
+from anpred.participants import REFERENCE32, REFERENCE64
 from anpred.progress import Say
 from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
 
@@ -154,6 +155,51 @@ def collect(
             for c in list(present.values()) + [i for i in isolated.values() if i is not None]:
                 c.close()
     return result
+
+@dataclass(frozen=True)
+class Collection:
+    """What a streaming pass collects, but the inputs: two passes of equal collections give
+    the same records for an input (:func:`collect` is a function of these and the input).
+
+    Attributes:
+        run_dir: The run directory (resolved: the pass may run in other processes).
+        participants: The judged participants.
+        anchors: Anchor keys in topological order.
+        params: Oracle parameters.
+        reference64: The fp64 reference participant.
+        reference32: The fp32 reference participant.
+    """
+
+    run_dir: Path
+    participants: tuple[str, ...]
+    anchors: tuple[str, ...]
+    params: OracleParams
+    reference64: str = REFERENCE64
+    reference32: str = REFERENCE32
+
+    @classmethod
+    def of(
+        cls,
+        run_dir: Path,
+        participants: Sequence[str],
+        anchors: Sequence[str],
+        params: OracleParams,
+    ) -> Collection:
+        """The collection of a run's judged ``participants`` against anpred's references."""
+        return cls(Path(run_dir).resolve(), tuple(participants), tuple(anchors), params)
+
+    @property
+    def names(self) -> list[str]:
+        """Every participant whose captures the pass reads: the fp64 reference first."""
+        return [self.reference64, *self.participants]
+
+    def collect(self, input_ids: Sequence[str], say: Say) -> RunEvidence:
+        """:func:`collect` of ``input_ids``."""
+        return collect(
+            self.run_dir, self.participants, self.reference64, self.reference32, self.anchors,
+            input_ids, self.params, say,
+        )  # fmt: skip
+
 
 
 def _judge_baselines(
