@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,9 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     outcomes = [line for line in proc.stderr.splitlines() if "baselines flag it" in line]
     assert [line.split(":")[0].strip() for line in outcomes] == ["fault 1/2", "fault 2/2"]
     assert all("detected (flagged at its stage yes, isolation top-1 yes" in o for o in outcomes)
+    # the time left, from the pace of the runs so far: after the first, not after the last
+    assert re.search(r"\(\d+ s; about \d+ (s|min( \d+ s)?) left\)$", outcomes[0]), outcomes[0]
+    assert outcomes[1].endswith(" s)"), outcomes[1]
     assert proc.stderr.count("keep captures by need") == 2  # the clean run, then the rest
     # the clean participants of the fault runs are the clean run's (linked, not re-run)
     fault_dirs = list((out / "tiny" / "faults").iterdir())

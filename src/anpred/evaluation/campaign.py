@@ -41,7 +41,7 @@ from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
 from anpred.pipeline.run import model_job, resume_workers, run
 from anpred.pipeline.transforms import plan_transforms
-from anpred.progress import Say
+from anpred.progress import Remaining, Say
 from anpred.store import EvalStore, RunStore, safe_name
 from anpred.store.summary import Summary
 
@@ -251,13 +251,17 @@ def run_faults(
             executor,
             parallel if local else 1,  # distributed: the fault runs share the slots
         )
+        remaining.step()
         if row is not None:
             seconds = time.monotonic() - start
-            say(f"   fault {index}/{len(faults)}: {fault_outcome(row)} ({seconds:.0f} s)")
+            left = remaining.left()
+            say(f"   fault {index}/{len(faults)}: {fault_outcome(row)} ({seconds:.0f} s"
+                + (f"; {left})" if left else ")"))  # fmt: skip
         return row
 
     local = executor is None or isinstance(executor, LocalExecutor)
     todo = [(i, lib, spec) for i, (lib, spec) in enumerate(faults, 1) if lib != REFERENCE32]
+    remaining = Remaining(len(todo))
     if local:
         rows = [one(*item) for item in todo]
     else:

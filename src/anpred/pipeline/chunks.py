@@ -48,7 +48,7 @@ from anpred.errors import UsageError
 from anpred.execution.pool import WorkerResult
 from anpred.participants import REFERENCE32, Participant
 from anpred.pipeline.evidence import Collection, RunEvidence
-from anpred.progress import Say, quiet
+from anpred.progress import Remaining, Say, quiet
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 
@@ -129,9 +129,12 @@ def run_in_chunks(
     names = [p.name for p in participants]
     if covered:
         say(f"chunks: {len(covered)} of {len(input_ids)} inputs analysed already (resumed)")
+    remaining = Remaining(sum(map(len, chunks)))
     for k, ids in enumerate(chunks):
         first, last = position[ids[0]] + 1, position[ids[-1]] + 1
-        say(f"chunk {k + 1}/{len(chunks)}: inputs {first}-{last} of {len(input_ids)}")
+        left = remaining.left()
+        say(f"chunk {k + 1}/{len(chunks)}: inputs {first}-{last} of {len(input_ids)}"
+            + (f" ({left})" if left else ""))  # fmt: skip
         early = early_for(ids) if early_for is not None and healthy and not judged else None
         try:
             got = execute(ids, active, early)
@@ -155,6 +158,7 @@ def run_in_chunks(
         finally:
             if early is not None:
                 early.close()  # a failed chunk is analysed at the end, without it
+        remaining.step(len(ids))
     return _merged(previous, results, store, input_ids)
 
 
