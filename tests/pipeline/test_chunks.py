@@ -83,7 +83,7 @@ def test_chunks_give_the_statistics_and_verdicts_of_one_go(tiny_onnx, tmp_path) 
     assert proc.returncode == 0, proc.stderr[-3000:]
     # from the second chunk on, the time left at the pace of the chunks so far
     assert "chunk 1/3: inputs 1-1 of 3\n" in proc.stderr
-    assert re.search(r"chunk 3/3: inputs 3-3 of 3 \(about \d+ s left\)", proc.stderr)
+    assert re.search(r"chunk 3/3: inputs 3-3 of 3 \(about \d+ (s|min)[^)]* left\)", proc.stderr)
     # progress counts the chunk's inputs, not the earlier chunks' captures in the folder
     assert "[onnxruntime] 1/1 inputs" in proc.stderr
     assert "2/1 inputs" not in proc.stderr and "3/1 inputs" not in proc.stderr
