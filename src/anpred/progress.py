@@ -4,6 +4,8 @@ the drill-down, chunks, an evaluation campaign).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 Say = Callable[[str], None]
@@ -37,9 +39,6 @@ class Remaining:
     """
 
     def __init__(self, total: int, clock: Callable[[], float] | None = None) -> None:
-        import threading
-        import time
-
         self.total = total
         self.done = 0
         self._clock = clock or time.monotonic
