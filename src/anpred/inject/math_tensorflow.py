@@ -20,9 +20,8 @@ class TensorFlowFaultMath(FaultMath):
     library = "tensorflow"
 
     def __init__(self) -> None:
-        import tensorflow as tf
-
         from anpred.translate.tensorflow.layout import TFValue
+        from anpred.translate.tensorflow.lean_import import tf
 
         self._tf = tf
         self._value = TFValue

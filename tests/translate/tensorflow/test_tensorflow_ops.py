@@ -708,3 +708,24 @@ def test_importing_the_package_does_not_import_tensorflow():
         """
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_tensorflow_is_imported_without_keras_and_jax_which_stay_importable():
+    # lean_import: TensorFlow's import would pull in Keras' optimizers and, with JAX
+    # installed, JAX (~2 s of a worker's start); neither is used, both stay importable.
+    done = _python(
+        """
+        import importlib.util, sys
+        from anpred.translate.tensorflow import make_adapter
+        make_adapter()
+        print(sorted(m for m in ("keras", "keras.src.optimizers", "jax") if m in sys.modules))
+        if importlib.util.find_spec("jax") is not None:
+            import jax
+            assert callable(jax.jit)
+        import tensorflow as tf
+        assert tf.keras.__name__.startswith("keras")
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "ok"], done.stdout

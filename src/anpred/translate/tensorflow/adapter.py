@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.process_env import check_process_env
 from anpred.translate.tensorflow import policy
 from anpred.translate.tensorflow.layout import LIBRARY, TO_NHWC, TFValue
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import LAYOUTS, NCHW, NHWC, Policy
 
 #: Settings the adapter understands, with their defaults.

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.translate.registry import NodeCall, register
 from anpred.translate.tensorflow import policy
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW, NHWC
 
 #: Registry key of the TensorFlow translators.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, float_attr, layout_op
+from anpred.translate.tensorflow.lean_import import tf
 
 _UNARY: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
     "Relu": tf.nn.relu,

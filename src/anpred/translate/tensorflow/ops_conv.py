@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import tensorflow as tf
-
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW
 from anpred.translate.tensorflow.spatial import Pads, node_pads, spatial_attrs, tf_padding
 

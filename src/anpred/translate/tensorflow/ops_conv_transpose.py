@@ -11,10 +11,9 @@ which is the same transposed convolution.
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW
 from anpred.translate.transposed_window import TransposedWindow, transposed_window
 

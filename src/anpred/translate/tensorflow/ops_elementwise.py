@@ -10,12 +10,12 @@ import functools
 from collections.abc import Callable
 
 import onnx
-import tensorflow as tf
 from onnx import helper
 
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow import policy
 from anpred.translate.tensorflow.layout import TFValue, broadcast_operands, layout_op
+from anpred.translate.tensorflow.lean_import import tf
 
 
 def _divide(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:

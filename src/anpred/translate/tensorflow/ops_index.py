@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
@@ -21,6 +20,7 @@ from anpred.translate.tensorflow.layout import (
     normalize_axis,
     onnx_op,
 )
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW, NHWC
 
 

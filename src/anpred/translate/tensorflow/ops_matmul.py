@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import float_attr, onnx_op
+from anpred.translate.tensorflow.lean_import import tf
 
 
 @onnx_op("MatMul")

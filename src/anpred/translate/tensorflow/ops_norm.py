@@ -6,8 +6,6 @@ LayerNormalization takes its statistics from ``tf.nn.moments``, as Keras does.
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from anpred.errors import AnpredError
 from anpred.translate.lrn_window import lrn_window
 from anpred.translate.registry import NodeCall
@@ -18,6 +16,7 @@ from anpred.translate.tensorflow.layout import (
     normalize_axis,
     onnx_op,
 )
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NHWC
 
 

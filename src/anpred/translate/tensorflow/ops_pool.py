@@ -22,11 +22,11 @@ import itertools
 from collections.abc import Callable
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, spatial_result
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW, NHWC
 from anpred.translate.tensorflow.spatial import (
     Pads,

@@ -5,11 +5,10 @@ on ``tf.linalg.matmul`` (``@``), ``tf.math.sigmoid``/``tf.math.tanh``/``tf.nn.re
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from anpred.translate import recurrent
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import onnx_op
+from anpred.translate.tensorflow.lean_import import tf
 
 KERNELS = recurrent.RecurrentKernels(
     transpose=lambda x, perm: tf.transpose(x, list(perm)),

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
@@ -15,6 +14,7 @@ from anpred.translate.tensorflow.layout import (
     nhwc_axis,
     normalize_axis,
 )
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW, NHWC
 
 #: First opset in which each reduction takes ``axes`` as an input instead of an attribute.

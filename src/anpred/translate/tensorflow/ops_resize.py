@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
@@ -44,6 +43,7 @@ from anpred.translate.tensorflow.layout import (
     nhwc_axis,
     spatial_result,
 )
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.upsample import as_resize
 
 #: Coordinate transformations the translator implements.

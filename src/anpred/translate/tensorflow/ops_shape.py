@@ -7,12 +7,12 @@ permutation (one transpose instead of two).
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow import policy
 from anpred.translate.tensorflow.layout import TO_NCHW, TFValue, layout_op, normalize_axis, onnx_op
+from anpred.translate.tensorflow.lean_import import tf
 from anpred.translate.tensorflow.policy import NCHW, NHWC
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-import tensorflow as tf
+from anpred.translate.tensorflow.lean_import import tf
 
 #: ONNX's layout (channels first); every value that is not 4-D is in it.
 NCHW = "NCHW"
