@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anpred.errors import UsageError
+from anpred.execution.slots import AUTO, parse_parallel, resolve, usable_cpus
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -136,7 +137,7 @@ def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "threads": args.threads,
-        "parallel": args.parallel,
+        "parallel": parse_parallel(args.parallel),
         "timeout": args.timeout,
         "export_timeout": args.export_timeout,
         "max_memory": max_memory(args.max_memory),
@@ -282,9 +283,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from anpred.evaluation.campaign import evaluate
     from anpred.evaluation.grid import load_grid
     from anpred.evaluation.tables import write_tables
+    from anpred.pipeline.budget import default_budget
     from anpred.store import EvalStore
 
     grid = load_grid(args.config)
+    given = parse_parallel(args.parallel)
+    parallel = resolve(given, args.threads, default_budget())
+    if given == AUTO:
+        _say(f"--parallel auto: {parallel} at once ({usable_cpus()} CPUs, "
+             f"--threads {args.threads})")
     out = Path(args.out)
     EvalStore(out).write_grid(grid.to_dict())
     with _executor(args) as executor:
@@ -293,7 +300,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             out,
             say=_say,
             threads=args.threads,
-            parallel=args.parallel,
+            parallel=parallel,
             reanalyse=args.reanalyse,
             executor=executor,
             keep_captures=args.keep_captures,
@@ -308,7 +315,7 @@ def _executor(args: argparse.Namespace) -> Any:
     """The executor of ``--ray`` (local processes when not given); a context manager."""
     from anpred.execution.executor import open_executor
 
-    return open_executor(getattr(args, "ray", None), args.parallel, args.threads)
+    return open_executor(getattr(args, "ray", None), parse_parallel(args.parallel), args.threads)
 
 
 def _say(message: str) -> None:
@@ -411,7 +418,7 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     )
     evaluation.add_argument("--out", default="runs/eval", help="output folder (default runs/eval)")
     evaluation.add_argument("--threads", type=int, default=1, help="threads per worker")
-    evaluation.add_argument("--parallel", type=int, default=2, help="workers at once")
+    add_parallel_flag(evaluation)
     evaluation.add_argument(
         "--reanalyse",
         action="store_true",
@@ -560,9 +567,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_CHUNK}; 0: all in one go)",
     )
     where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
-    where.add_argument(
-        "--parallel", type=int, default=2, help="workers running at once (default 2)"
-    )
+    add_parallel_flag(where)
     where.add_argument(
         "--timeout",
         type=float,
@@ -585,6 +590,17 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_EXPORT_TIMEOUT:g})",
     )
     add_ray_flag(where)
+
+
+def add_parallel_flag(group: Any) -> None:
+    """``--parallel N|auto``: workers (and analysis processes) at once."""
+    group.add_argument(
+        "--parallel",
+        default="auto",
+        metavar="N|auto",
+        help="workers running at once, and the analysis's processes (default 'auto': the "
+        "CPUs anpred may use, over --threads, within the memory budget)",
+    )
 
 
 def add_keep_flag(group: Any) -> None:

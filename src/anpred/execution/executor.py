@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from anpred.execution.slots import AUTO, Parallel, usable_cpus
 from anpred.participants import Participant
 from anpred.store import ParticipantStore, Status, Step
 
@@ -236,14 +237,15 @@ class LocalExecutor(Executor):
         return max(1, parallel)
 
 
-def open_executor(ray: str | None, parallel: int, threads: int) -> Executor:
+def open_executor(ray: str | None, parallel: Parallel, threads: int) -> Executor:
     """The executor of ``--ray``: local processes (``None``), or Ray at an address.
 
     Args:
         ray: ``None``, ``"local"`` (an embedded Ray instance with ``parallel × threads``
             CPUs, shut down on close) or a cluster address (``auto``, ``HOST:PORT``,
             ``ray://HOST:10001``).
-        parallel: Workers at once (sizes the embedded instance).
+        parallel: Workers at once (sizes the embedded instance; ``"auto"``: the CPUs this
+            process may use, :func:`~anpred.execution.slots.usable_cpus`).
         threads: Threads per worker.
 
     Raises:
@@ -253,4 +255,5 @@ def open_executor(ray: str | None, parallel: int, threads: int) -> Executor:
         return LocalExecutor()
     from anpred.execution.ray_executor import RayExecutor
 
-    return RayExecutor(ray, num_cpus=max(1, parallel) * max(1, threads))
+    cpus = usable_cpus() if parallel == AUTO else max(1, int(parallel)) * max(1, threads)
+    return RayExecutor(ray, num_cpus=cpus)

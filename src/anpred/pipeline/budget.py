@@ -12,7 +12,8 @@ counts the three peaks of a run:
   in float64;
 - *analysis*: one anchor of every participant in float64, plus the consensus, the fp64
   reference and temporaries (the streaming pass in :mod:`anpred.pipeline.evidence`), in
-  each of up to ``parallel`` processes (:mod:`anpred.pipeline.collect_pool`).
+  each of up to ``parallel`` processes, and never more than inputs
+  (:mod:`anpred.pipeline.collect_pool`).
 
 It is a floor, not a bound: libraries add workspace of their own. Workers additionally run
 under the same budget (:mod:`anpred.execution.memory`), so what the estimate misses is a
@@ -125,7 +126,8 @@ def estimate_memory(
     worker32 = 2 * model_bytes + 4 * x + 4 * sum(anchors) * 2
     worker64 = 4 * model_bytes + 8 * x + 8 * sum(anchors) * 2
     workers = max(worker64, max(1, parallel) * worker32)
-    analysis = max(1, parallel) * 8 * max(anchors) * (n_participants + 6)
+    # the analysis forks at most one process per input (pipeline/collect_pool.py)
+    analysis = max(1, min(parallel, n_inputs)) * 8 * max(anchors) * (n_participants + 6)
     return MemoryEstimate(inputs, workers, analysis)
 
 

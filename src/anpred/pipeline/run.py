@@ -29,6 +29,7 @@ from anpred.execution.pool import (
     run_workers,
     worker_env,
 )
+from anpred.execution.slots import AUTO, Parallel, resolve, usable_cpus
 from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.library.descriptor import Loads
@@ -39,7 +40,7 @@ from anpred.participants import (
     parse_participant,
     parse_participants,
 )
-from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
+from anpred.pipeline.budget import check_budget, default_budget, estimate_memory, format_size
 from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
@@ -613,7 +614,7 @@ def run(
     out: Path,
     say: Say = _stderr,
     threads: int = 1,
-    parallel: int = 2,
+    parallel: Parallel = AUTO,
     timeout: float | None = None,
     export_timeout: float = DEFAULT_EXPORT_TIMEOUT,
     max_memory: int | None | Literal["default"] = "default",
@@ -625,6 +626,9 @@ def run(
 ) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
+    ``parallel``: workers (and analysis processes) at once, or ``"auto"`` (the CPUs this
+    process may use, over ``threads``, within the memory budget:
+    :mod:`anpred.execution.slots`).
     ``max_memory`` is the memory budget in bytes (``"default"``: 80 % of the memory
     available now; ``None``: no budget). A run estimated above it is refused before
     anything large is allocated, and every worker is stopped, as a recorded crash of its
@@ -680,15 +684,23 @@ def run(
     budget = default_budget() if max_memory == "default" else max_memory
     limits = limit_env(budget)
     export = export_model(options, out, say, export_timeout, limits)
+    estimate = partial(
+        estimate_memory,
+        export.input_shape,
+        [a.shape for a in export.anchors],
+        (len(options.image_paths) or options.images) + options.synthetic,
+        len(participants),
+        model_bytes=export.anchored_path.stat().st_size if export.anchored_path.exists() else 0,
+    )
+    auto, parallel = parallel == AUTO, resolve(
+        parallel, threads, budget, lambda n: estimate(parallel=n).peak
+    )
+    if auto:
+        memory = f", memory budget {format_size(budget)}" if budget else ""
+        say(f"--parallel auto: {parallel} workers at once "
+            f"({usable_cpus()} CPUs, --threads {threads}{memory})")  # fmt: skip
     check_budget(
-        estimate_memory(
-            export.input_shape,
-            [a.shape for a in export.anchors],
-            (len(options.image_paths) or options.images) + options.synthetic,
-            len(participants),
-            parallel,
-            export.anchored_path.stat().st_size if export.anchored_path.exists() else 0,
-        ),
+        estimate(parallel=parallel),
         budget,
         f"{options.model} with input {'x'.join(map(str, export.input_shape))}",
     )

@@ -1,0 +1,90 @@
+"""``--parallel N|auto``: parsing, the CPUs this process may use, and the automatic count."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from anpred.errors import UsageError
+from anpred.execution.slots import (
+    AUTO,
+    WORKER_MEMORY,
+    auto_parallel,
+    cgroup_cpus,
+    parse_parallel,
+    resolve,
+    usable_cpus,
+)
+from anpred.pipeline.budget import estimate_memory
+
+GB = 2**30
+
+
+def test_parallel_is_a_positive_number_or_auto() -> None:
+    assert parse_parallel("auto") == parse_parallel(" AUTO ") == AUTO
+    assert parse_parallel("3") == 3
+    for bad in ("0", "-2", "two", "", "1.5"):
+        with pytest.raises(UsageError, match="--parallel"):
+            parse_parallel(bad)
+    assert resolve(4, threads=1, budget=None) == 4
+    assert resolve("4", threads=1, budget=None) == 4  # the Python API may pass text
+    for bad in (0, True, "many"):
+        with pytest.raises(UsageError, match="parallel"):
+            resolve(bad, threads=1, budget=None)  # type: ignore[arg-type]
+
+
+def test_the_control_group_quota_in_cpus() -> None:
+    assert cgroup_cpus("max 100000\n") is None  # no quota
+    assert cgroup_cpus("200000 100000\n") == 2.0
+    assert cgroup_cpus("150000 100000") == 1.5
+    for bad in ("", "garbage", "1 2 3", "-1 100000", "100 0"):
+        assert cgroup_cpus(bad) is None
+
+
+def test_usable_cpus_is_within_this_machine() -> None:
+    cpus = usable_cpus()
+    assert 1 <= cpus <= (os.cpu_count() or 1)
+    assert cpus <= len(os.sched_getaffinity(0))
+
+
+def test_usable_cpus_follows_the_affinity() -> None:
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from anpred.execution.slots import usable_cpus; print(usable_cpus())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
+
+
+def test_auto_takes_the_cpus_over_threads_within_the_budget() -> None:
+    assert auto_parallel(threads=1, budget=None, cpus=16) == 16
+    assert auto_parallel(threads=4, budget=None, cpus=16) == 4
+    assert auto_parallel(threads=8, budget=None, cpus=2) == 1
+    assert auto_parallel(threads=1, budget=int(3.5 * WORKER_MEMORY), cpus=16) == 3
+    assert auto_parallel(threads=1, budget=WORKER_MEMORY // 2, cpus=16) == 1  # never 0
+    # the run's own estimate lowers it further: 2 GB per worker in a 5 GB budget
+    assert auto_parallel(threads=1, budget=5 * GB, need=lambda n: n * 2 * GB, cpus=16) == 2
+    assert resolve(AUTO, threads=1, budget=None) == usable_cpus()
+
+
+def test_auto_fits_a_large_model_s_estimate_instead_of_refusing_it() -> None:
+    # yolov8n-like anchors at 2560x2560, 32 inputs, 6 participants: the analysis holds
+    # ~2.5 GB per process, so 64 processes would be refused by a 16 GB budget; auto
+    # takes as many as fit instead
+    def need(n: int) -> int:
+        return estimate_memory(
+            (1, 3, 2560, 2560), [(1, 16, 1280, 1280), (1, 84, 134400)], 32, 6, n, 13e6
+        ).peak
+
+    n = auto_parallel(threads=1, budget=16 * GB, need=need, cpus=64)
+    assert need(64) > 16 * GB
+    assert 1 < n < 16 and need(n) <= 16 * GB < need(n + 1)
+
+
+def test_the_analysis_estimate_counts_no_more_processes_than_inputs() -> None:
+    shapes = [(1, 64, 160, 160), (1, 84, 8400)]
+    two = estimate_memory((1, 3, 640, 640), shapes, 2, 6, 2, 13e6)
+    many = estimate_memory((1, 3, 640, 640), shapes, 2, 6, 32, 13e6)
+    assert many.analysis == two.analysis  # 2 inputs: 2 analysis processes at most
