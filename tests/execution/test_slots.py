@@ -14,6 +14,7 @@ from anpred.execution.slots import (
     WORKER_MEMORY,
     auto_parallel,
     cgroup_cpus,
+    describe_auto,
     parse_parallel,
     resolve,
     usable_cpus,
@@ -88,3 +89,12 @@ def test_the_analysis_estimate_counts_no_more_processes_than_inputs() -> None:
     two = estimate_memory((1, 3, 640, 640), shapes, 2, 6, 2, 13e6)
     many = estimate_memory((1, 3, 640, 640), shapes, 2, 6, 32, 13e6)
     assert many.analysis == two.analysis  # 2 inputs: 2 analysis processes at most
+
+
+def test_the_auto_line_says_what_it_was_made_of() -> None:
+    line = describe_auto(1, threads=2, budget=3 * GB)
+    assert line.startswith("--parallel auto: 1 worker at once (")
+    assert line.endswith(", --threads 2, memory budget 3.0 GB)")
+    assert f"({usable_cpus()} CPU" in line
+    assert "memory budget" not in describe_auto(4, threads=1, budget=None)
+    assert "4 workers at once" in describe_auto(4, threads=1, budget=None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anpred.errors import UsageError
-from anpred.execution.slots import AUTO, parse_parallel, resolve, usable_cpus
+from anpred.execution.slots import AUTO, describe_auto, parse_parallel, resolve
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -287,11 +287,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from anpred.store import EvalStore
 
     grid = load_grid(args.config)
-    given = parse_parallel(args.parallel)
-    parallel = resolve(given, args.threads, default_budget())
+    given, budget = parse_parallel(args.parallel), default_budget()
+    parallel = resolve(given, args.threads, budget)
     if given == AUTO:
-        _say(f"--parallel auto: {parallel} at once ({usable_cpus()} CPUs, "
-             f"--threads {args.threads})")
+        _say(describe_auto(parallel, args.threads, budget))
     out = Path(args.out)
     EvalStore(out).write_grid(grid.to_dict())
     with _executor(args) as executor:

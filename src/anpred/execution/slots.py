@@ -115,3 +115,15 @@ def resolve(
     if isinstance(value, bool) or value < 1:
         raise UsageError(f"parallel takes a number of workers >= 1 or 'auto'; got {parallel!r}")
     return value
+
+
+def describe_auto(parallel: int, threads: int, budget: int | None) -> str:
+    """The line a run or an evaluation says when ``auto`` chose ``parallel``."""
+    from anpred.pipeline.budget import format_size
+
+    cpus = usable_cpus()
+    memory = f", memory budget {format_size(budget)}" if budget else ""
+    return (
+        f"--parallel auto: {parallel} worker{'s' * (parallel != 1)} at once ({cpus} "
+        f"CPU{'s' * (cpus != 1)}, --threads {threads}{memory})"
+    )

@@ -29,7 +29,7 @@ from anpred.execution.pool import (
     run_workers,
     worker_env,
 )
-from anpred.execution.slots import AUTO, Parallel, resolve, usable_cpus
+from anpred.execution.slots import AUTO, Parallel, describe_auto, resolve
 from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.library.descriptor import Loads
@@ -40,7 +40,7 @@ from anpred.participants import (
     parse_participant,
     parse_participants,
 )
-from anpred.pipeline.budget import check_budget, default_budget, estimate_memory, format_size
+from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
 from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
@@ -696,9 +696,7 @@ def run(
         parallel, threads, budget, lambda n: estimate(parallel=n).peak
     )
     if auto:
-        memory = f", memory budget {format_size(budget)}" if budget else ""
-        say(f"--parallel auto: {parallel} workers at once "
-            f"({usable_cpus()} CPUs, --threads {threads}{memory})")  # fmt: skip
+        say(describe_auto(parallel, threads, budget))
     check_budget(
         estimate(parallel=parallel),
         budget,
