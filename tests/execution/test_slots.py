@@ -17,6 +17,7 @@ from anpred.execution.slots import (
     describe_auto,
     parse_parallel,
     resolve,
+    run_need,
     usable_cpus,
 )
 from anpred.pipeline.budget import estimate_memory
@@ -65,8 +66,9 @@ def test_auto_takes_the_cpus_over_threads_within_the_budget() -> None:
     assert auto_parallel(threads=8, budget=None, cpus=2) == 1
     assert auto_parallel(threads=1, budget=int(3.5 * WORKER_MEMORY), cpus=16) == 3
     assert auto_parallel(threads=1, budget=WORKER_MEMORY // 2, cpus=16) == 1  # never 0
-    # the run's own estimate lowers it further: 2 GB per worker in a 5 GB budget
+    # the run's own need replaces the default: 2 GB per worker in a 5 GB budget
     assert auto_parallel(threads=1, budget=5 * GB, need=lambda n: n * 2 * GB, cpus=16) == 2
+    assert auto_parallel(threads=1, budget=5 * GB, need=lambda n: GB, cpus=16) == 16
     assert resolve(AUTO, threads=1, budget=None) == usable_cpus()
 
 
@@ -98,3 +100,15 @@ def test_the_auto_line_says_what_it_was_made_of() -> None:
     assert f"({usable_cpus()} CPU" in line
     assert "memory budget" not in describe_auto(4, threads=1, budget=None)
     assert "4 workers at once" in describe_auto(4, threads=1, budget=None)
+
+
+def test_a_run_counts_each_worker_s_runtime_and_arrays() -> None:
+    # vit_b_16-sized weights (330 MB): a worker holds them twice besides its runtime; the
+    # estimate alone counts the arrays only
+    def estimate(n: int):
+        return estimate_memory((1, 3, 224, 224), [(1, 197, 768)] * 12, 8, 6, n, 330e6)
+
+    need = run_need(estimate)
+    assert need(4) >= 4 * (WORKER_MEMORY + 2 * 330e6)
+    assert need(4) >= estimate(4).peak
+    assert auto_parallel(threads=1, budget=8 * GB, need=need, cpus=16) < 8

@@ -2,9 +2,10 @@
 
 ``auto`` takes the CPUs this process may use -- its CPU affinity, and the CPU quota of its
 control group where one is set (a container's ``--cpus``) -- divided by ``--threads``, and
-lowers that until the run fits the memory budget: :data:`WORKER_MEMORY` per worker, and
-the run's own estimate (:func:`anpred.pipeline.budget.estimate_memory`, which counts the
-analysis processes, also ``--parallel`` of them) where the caller knows it. On the 2-core
+lowers that until the run fits the memory budget: :data:`WORKER_MEMORY` per worker (its
+library's runtime), plus, where the caller knows the model (``anpred run``), each worker's
+arrays and the rest of the run's own estimate (:func:`anpred.pipeline.budget.estimate_memory`,
+which counts the analysis processes, also ``--parallel`` of them). On the 2-core
 development machine that is 2, the fixed default it replaces; on a machine with more
 cores the participants' workers (and the analysis's processes) spread over them.
 """
@@ -15,9 +16,12 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from anpred.errors import UsageError
+
+if TYPE_CHECKING:
+    from anpred.pipeline.budget import MemoryEstimate
 
 AUTO: Literal["auto"] = "auto"
 """``--parallel auto``: from the CPUs and the memory budget (see the module docstring)."""
@@ -89,16 +93,26 @@ def auto_parallel(
     cpus: int | None = None,
 ) -> int:
     """Workers at once for ``auto``: ``cpus // threads`` (default :func:`usable_cpus`),
-    lowered until ``n`` workers fit ``budget`` bytes (``None``: no budget) at
-    :data:`WORKER_MEMORY` each and ``need(n)`` (the run's estimate, where known) fits too;
-    at least 1 (a run that does not fit with one is refused by its budget check).
+    lowered until what ``n`` workers need fits ``budget`` bytes (``None``: no budget):
+    ``need(n)`` (default ``n`` x :data:`WORKER_MEMORY`); at least 1 (a run that does not
+    fit with one is refused by its budget check).
     """
     n = max(1, (usable_cpus() if cpus is None else cpus) // max(1, threads))
     if budget is None:
         return n
-    while n > 1 and (n * WORKER_MEMORY > budget or (need is not None and need(n) > budget)):
+    needed = need if need is not None else (lambda k: k * WORKER_MEMORY)
+    while n > 1 and needed(n) > budget:
         n -= 1
     return n
+
+
+def run_need(estimate: Callable[[int], MemoryEstimate]) -> Callable[[int], int]:
+    """What ``n`` workers of a run need, from its estimate with ``n`` workers at once: the
+    estimate's peak, and at least ``n`` x (:data:`WORKER_MEMORY` + one worker's arrays,
+    the larger of the fp32 and fp64 workers': the estimate counts arrays, not runtimes).
+    """
+    arrays = estimate(1).workers
+    return lambda n: max(estimate(n).peak, n * (WORKER_MEMORY + arrays))
 
 
 def resolve(

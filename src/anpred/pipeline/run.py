@@ -29,7 +29,7 @@ from anpred.execution.pool import (
     run_workers,
     worker_env,
 )
-from anpred.execution.slots import AUTO, Parallel, describe_auto, resolve
+from anpred.execution.slots import AUTO, Parallel, describe_auto, resolve, run_need
 from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.library.descriptor import Loads
@@ -692,9 +692,8 @@ def run(
         len(participants),
         model_bytes=export.anchored_path.stat().st_size if export.anchored_path.exists() else 0,
     )
-    auto, parallel = parallel == AUTO, resolve(
-        parallel, threads, budget, lambda n: estimate(parallel=n).peak
-    )
+    auto = parallel == AUTO
+    parallel = resolve(parallel, threads, budget, run_need(lambda n: estimate(parallel=n)))
     if auto:
         say(describe_auto(parallel, threads, budget))
     check_budget(
