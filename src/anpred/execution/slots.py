@@ -1,7 +1,7 @@
 """How many workers run at once (``--parallel``): a number, or ``auto`` (the default).
 
 ``auto`` takes the CPUs this process may use -- its CPU affinity, and the CPU quota of its
-control group where one is set (a container's ``--cpus``) -- divided by ``--threads``, and
+control group (v2) where one is set (a container's ``--cpus``) -- divided by ``--threads``, and
 lowers that until the run fits the memory budget: :data:`WORKER_MEMORY` per worker (its
 library's runtime), plus, where the caller knows the model (``anpred run``), each worker's
 arrays and the rest of the run's own estimate (:func:`anpred.pipeline.budget.estimate_memory`,
@@ -31,7 +31,7 @@ Parallel = int | Literal["auto"]
 
 WORKER_MEMORY = 1 << 30
 """Resident memory counted per worker when ``auto`` fits the budget: a library's worker
-peaks at 0.03-0.91 GB on yolov8n (8 inputs, stage anchors, ``/usr/bin/time``: onnxruntime
+peaks at 0.45-0.91 GB on yolov8n (8 inputs, stage anchors, ``/usr/bin/time``: onnxruntime
 0.45, openvino 0.48, jax 0.61, paddle 0.79, torch 0.79, tensorflow 0.83, the fp64
 reference 0.91 GB), its library's runtime more than the model's arrays."""
 
