@@ -13,6 +13,8 @@ from anpred.execution.memory import rss_bytes
 from anpred.pipeline.budget import (
     available_memory,
     check_budget,
+    check_disk,
+    estimate_disk,
     estimate_memory,
     format_size,
     parse_size,
@@ -64,3 +66,46 @@ def test_memory_readings_of_this_machine() -> None:
         child.communicate("")
     assert rss_bytes(child.pid) is None  # gone
     assert rss_bytes(os.getpid()) is not None
+
+
+def test_the_disk_floor_counts_captures_of_the_inputs_on_disk_at_once() -> None:
+    # yolov8n stage anchors: 4.6 M values per input (the 9 anchors of a zoo export)
+    shapes = [(1, 4_596_800)]
+    one = estimate_disk((1, 3, 640, 640), shapes, 1, 1, 6, isolation=True)
+    # six fp32 participants twice (anchored, isolated) in float32, the fp64 reference once
+    assert one == 4_596_800 * (6 * 2 * 4 + 8) + 4 * 3 * 640 * 640
+    # a floor near what a run writes: 2105 MB (2**20 bytes) of captures measured for 8
+    # inputs (README), 263 MB each
+    assert 0.9 * 263 * 2**20 < one < 263 * 2**20
+    chunked = estimate_disk((1, 3, 640, 640), shapes, 128, 32, 6, isolation=True)
+    whole = estimate_disk((1, 3, 640, 640), shapes, 128, 128, 6, isolation=True)
+    assert whole > 3.5 * chunked  # chunks bound the captures (the inputs stay all along)
+    bare = estimate_disk((1, 3, 640, 640), shapes, 1, 1, 6, isolation=False)
+    assert bare == 4_596_800 * (6 * 4 + 8) + 4 * 3 * 640 * 640
+
+
+def test_a_run_that_cannot_fit_on_the_disk_is_refused_in_one_line(tmp_path) -> None:
+    check_disk(1000, tmp_path / "not" / "yet", "m")  # a folder to come: its parent's disk
+    with pytest.raises(UsageError) as err:
+        check_disk(2**60, tmp_path / "run", "yolov8n with input 1x3x640x640")
+    message = str(err.value)
+    assert "\n" not in message and "yolov8n" in message and "--chunk" in message
+    assert str(tmp_path) in message and "free" in message
+
+
+def test_anpred_run_checks_the_disk_before_it_prepares_inputs(
+    tiny_onnx, tmp_path, monkeypatch
+) -> None:
+    import shutil
+
+    import anpred
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda p: real(p)._replace(free=1000)  # a full disk
+    )
+    out = tmp_path / "run"
+    with pytest.raises(UsageError, match="to disk at its peak"):
+        anpred.run(str(tiny_onnx), libs="onnxruntime", out=str(out), progress=None)
+    assert not (out / "inputs.npz").exists()
+    assert not (out / "captures").exists()

@@ -131,6 +131,61 @@ def estimate_memory(
     return MemoryEstimate(inputs, workers, analysis)
 
 
+def estimate_disk(
+    input_shape: Sequence[int],
+    anchor_shapes: Sequence[Sequence[int]],
+    n_inputs: int,
+    at_once: int,
+    n_participants: int,
+    isolation: bool,
+) -> int:
+    """Bytes of disk a run writes at its peak (a floor: captures and inputs, no metadata).
+
+    Every fp32 participant writes each input's anchors in float32, once anchored and, with
+    stage isolation, once isolated; the fp64 reference writes them in float64. ``at_once``
+    inputs' captures are on disk together (a run in chunks: a chunk's; in one go: all), the
+    preprocessed inputs (float32) all along. yolov8n, stage anchors (4.6 M values per
+    input), six libraries: 250 MB (2**20 bytes) per input, against 263 MB measured (8
+    inputs: 2105 MB of captures).
+
+    Args:
+        input_shape: The model's input shape.
+        anchor_shapes: Every anchor's shape (final output included).
+        n_inputs: Number of inputs.
+        at_once: Inputs whose captures are on disk together.
+        n_participants: fp32 participants (the fp64 reference is counted besides).
+        isolation: Whether stage isolation writes a second capture per participant.
+    """
+    values = sum(_numel(s) for s in anchor_shapes)
+    per_input = values * (4 * n_participants * (2 if isolation else 1) + 8)
+    return per_input * max(0, min(at_once, n_inputs)) + 4 * _numel(input_shape) * n_inputs
+
+
+def check_disk(need: int, folder: Path, what: str) -> None:
+    """Refuse a run whose disk floor ``need`` exceeds the free space where ``folder`` is
+    (or would be): better in one line now than every worker failing on a full disk later.
+
+    Raises:
+        UsageError: One line naming the need, the free space and what to do.
+    """
+    import shutil
+
+    place = Path(folder).absolute()
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = shutil.disk_usage(place).free
+    except OSError:
+        return
+    if need <= free:
+        return
+    raise UsageError(
+        f"{what} would write at least {format_size(need)} to disk at its peak, and "
+        f"{format_size(free)} is free in {place}; free some space, or use a smaller --chunk "
+        "or fewer inputs"
+    )
+
+
 def check_budget(estimate: MemoryEstimate, budget: int | None, what: str) -> None:
     """Refuse a run whose estimate exceeds ``budget`` (``None``: no budget).
 

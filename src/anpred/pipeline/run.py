@@ -40,7 +40,13 @@ from anpred.participants import (
     parse_participant,
     parse_participants,
 )
-from anpred.pipeline.budget import check_budget, default_budget, estimate_memory
+from anpred.pipeline.budget import (
+    check_budget,
+    check_disk,
+    default_budget,
+    estimate_disk,
+    estimate_memory,
+)
 from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
@@ -684,11 +690,13 @@ def run(
     budget = default_budget() if max_memory == "default" else max_memory
     limits = limit_env(budget)
     export = export_model(options, out, say, export_timeout, limits)
+    n_inputs = (len(options.image_paths) or options.images) + options.synthetic
+    shapes = [a.shape for a in export.anchors]
     estimate = partial(
         estimate_memory,
         export.input_shape,
-        [a.shape for a in export.anchors],
-        (len(options.image_paths) or options.images) + options.synthetic,
+        shapes,
+        n_inputs,
         len(participants),
         model_bytes=export.anchored_path.stat().st_size if export.anchored_path.exists() else 0,
     )
@@ -696,11 +704,14 @@ def run(
     parallel = resolve(parallel, threads, budget, run_need(lambda n: estimate(parallel=n)))
     if auto:
         say(describe_auto(parallel, threads, budget))
-    check_budget(
-        estimate(parallel=parallel),
-        budget,
-        f"{options.model} with input {'x'.join(map(str, export.input_shape))}",
-    )
+    what = f"{options.model} with input {'x'.join(map(str, export.input_shape))}"
+    check_budget(estimate(parallel=parallel), budget, what)
+    if not resumed:  # a resumed run's captures are on disk already: not counted twice
+        at_once = chunk if chunked(chunk, n_inputs, keep_captures) else n_inputs
+        need = estimate_disk(
+            export.input_shape, shapes, n_inputs, at_once, len(participants), options.isolation
+        )
+        check_disk(need, out, what)
     input_ids = prepare_inputs(options, out, export, preprocessing, size)
     say(f"{len(input_ids)} inputs, {len(export.anchors)} anchors")
     if calibration is not None:
