@@ -7,7 +7,13 @@ import pytest
 
 from anpred.errors import UsageError
 from anpred.inputs.preprocess import imagenet, letterbox
-from anpred.inputs.tensors import image_side, image_tensor, npz_inputs, random_tensor
+from anpred.inputs.tensors import (
+    count_npz_inputs,
+    image_side,
+    image_tensor,
+    npz_inputs,
+    random_tensor,
+)
 
 
 def test_npz_leading_batch_gives_n_inputs(tmp_path) -> None:
@@ -24,6 +30,19 @@ def test_npz_leading_batch_gives_n_inputs(tmp_path) -> None:
         npz_inputs(path, "tokens", (1, 4, 5), "float32")
     with pytest.raises(UsageError, match="takes int64"):
         npz_inputs(path, "tokens", (1, 2, 5), "int64")  # floats are not token ids
+
+
+def test_the_count_of_npz_inputs_is_read_from_headers_as_they_are_split(tmp_path) -> None:
+    path = tmp_path / "in.npz"
+    np.savez(path, tokens=np.zeros((7, 2, 5), np.float32), mask=np.zeros((7, 5), np.int64))
+    for shape in [(1, 2, 5), (2, 5)]:  # a leading N where the batch is 1, and a stack
+        split = npz_inputs(path, "tokens", shape, "float32")[0]
+        assert count_npz_inputs(path, "tokens", shape) == len(split) == 7
+    assert count_npz_inputs(path, "tokens", (7, 2, 5)) == 1  # the model's own shape: one
+    assert count_npz_inputs(path, "tokens", (1, 4, 5)) is None  # does not fit: read later
+    assert count_npz_inputs(path, "packed", (1, 999)) == 7  # several inputs: the first's N
+    (tmp_path / "bad.npz").write_text("not a zip")
+    assert count_npz_inputs(tmp_path / "bad.npz", "tokens", (1, 2, 5)) is None
 
 
 def test_random_tensors_follow_dtype_shape_and_range() -> None:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from anpred.errors import UsageError
@@ -109,3 +110,16 @@ def test_anpred_run_checks_the_disk_before_it_prepares_inputs(
         anpred.run(str(tiny_onnx), libs="onnxruntime", out=str(out), progress=None)
     assert not (out / "inputs.npz").exists()
     assert not (out / "captures").exists()
+
+
+def test_the_estimates_count_an_inputs_files_inputs(tmp_path) -> None:
+    from anpred.interchange.export import AnchoredExport
+    from anpred.pipeline.options import RunOptions
+    from anpred.pipeline.run import count_inputs
+
+    export = AnchoredExport(tmp_path, "x", (1, 3, 8, 8), 17, ())
+    path = tmp_path / "in.npz"
+    np.savez(path, x=np.zeros((40, 3, 8, 8), np.float32))
+    assert count_inputs(RunOptions("m.onnx", inputs_file=str(path)), export) == 40
+    assert count_inputs(RunOptions("m.onnx", images=2, synthetic=3), export) == 5
+    assert count_inputs(RunOptions("m.onnx", image_paths=("a", "b", "c")), export) == 3

@@ -190,6 +190,54 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
         raise UsageError(f"--inputs {str(path)!r} is not a readable .npz file ({err})") from None
 
 
+def npz_shapes(path: Path) -> dict[str, tuple[int, ...]] | None:
+    """The shape of every array of ``path`` from its headers alone (no data read), or
+    ``None`` where the file cannot be read so (:func:`read_npz` then names the problem).
+    """
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                if not member.endswith(".npy"):
+                    continue
+                with archive.open(member) as stream:
+                    version = npy.read_magic(stream)
+                    if version == (1, 0):
+                        shape, _, _ = npy.read_array_header_1_0(stream)
+                    else:
+                        shape, _, _ = npy.read_array_header_2_0(stream)
+                shapes[member[: -len(".npy")]] = tuple(shape)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None
+    return shapes
+
+
+def count_npz_inputs(path: Path, name: str, shape: Sequence[int]) -> int | None:
+    """How many inputs ``--inputs`` holds, read from its headers: as
+    :func:`split_batches` splits the array ``name`` for a model input of ``shape``, else
+    (a model of several inputs, packed) the leading axis of its first array. ``None``
+    where the file does not tell (it is checked, with a clear error, when it is read).
+    """
+    shapes = npz_shapes(path)
+    if not shapes:
+        return None
+    shape = tuple(shape)
+    given = shapes.get(name)
+    if given is None:
+        first = next(iter(shapes.values()))
+        return first[0] if first else 1
+    if given == shape:
+        return 1
+    batch_of_one = bool(shape) and shape[0] == 1 and len(given) == len(shape)
+    if given and (batch_of_one and given[1:] == shape[1:] or given[1:] == shape):
+        return given[0]
+    return None
+
+
 def split_batches(
     path: Path, arrays: dict[str, np.ndarray], name: str, shape: Sequence[int], dtype: str
 ) -> list[np.ndarray]:

@@ -98,6 +98,21 @@ def is_onnx_path(model: str) -> bool:
     return model.endswith(".onnx") or os.sep in model
 
 
+def count_inputs(options: RunOptions, export: AnchoredExport) -> int:
+    """How many inputs the run will have, before they are prepared (for its memory and
+    disk estimates): an ``--inputs`` file's count from its headers, else the images and
+    synthetic ones asked for.
+    """
+    if options.inputs_file:
+        from anpred.inputs.tensors import count_npz_inputs
+
+        path = Path(options.inputs_file)
+        found = count_npz_inputs(path, export.input_name, export.input_shape)
+        if found is not None:
+            return found
+    return (len(options.image_paths) or options.images) + options.synthetic
+
+
 def prepare_inputs(
     options: RunOptions,
     run_dir: Path,
@@ -690,7 +705,7 @@ def run(
     budget = default_budget() if max_memory == "default" else max_memory
     limits = limit_env(budget)
     export = export_model(options, out, say, export_timeout, limits)
-    n_inputs = (len(options.image_paths) or options.images) + options.synthetic
+    n_inputs = count_inputs(options, export)
     shapes = [a.shape for a in export.anchors]
     estimate = partial(
         estimate_memory,
