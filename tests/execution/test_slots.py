@@ -86,6 +86,15 @@ def test_auto_fits_a_large_model_s_estimate_instead_of_refusing_it() -> None:
     assert 1 < n < 16 and need(n) <= 16 * GB < need(n + 1)
 
 
+def test_the_workers_estimate_counts_no_more_workers_than_participants() -> None:
+    shapes = [(1, 64, 160, 160), (1, 84, 8400)]
+    one, two, seven, many = (
+        estimate_memory((1, 3, 640, 640), shapes, 8, 6, n, 13e6).workers for n in (1, 2, 7, 64)
+    )
+    assert two > one  # the fp64 reference and a participant's worker beside it
+    assert many == seven  # six participants and the fp64 reference: seven workers at most
+
+
 def test_the_analysis_estimate_counts_no_more_processes_than_inputs() -> None:
     shapes = [(1, 64, 160, 160), (1, 84, 8400)]
     two = estimate_memory((1, 3, 640, 640), shapes, 2, 6, 2, 13e6)
@@ -100,6 +109,17 @@ def test_the_auto_line_says_what_it_was_made_of() -> None:
     assert f"({usable_cpus()} CPU" in line
     assert "memory budget" not in describe_auto(4, threads=1, budget=None)
     assert "4 workers at once" in describe_auto(4, threads=1, budget=None)
+    assert "4 workers at once" in describe_auto(4, threads=1, budget=None, workers=7)
+
+
+def test_the_auto_line_says_when_cpus_outnumber_the_workers(monkeypatch) -> None:
+    from anpred.execution import slots
+
+    monkeypatch.setattr(slots, "usable_cpus", lambda: 16)
+    line = describe_auto(16, threads=1, budget=None, workers=7)  # 6 participants + fp64
+    assert line.startswith("--parallel auto: 16 processes at once (16 CPUs, --threads 1)")
+    assert "at most 7 workers" in line and "--threads 2 would give each worker 2 CPUs" in line
+    assert "--threads" not in describe_auto(16, threads=2, budget=None, workers=7).split(")")[1]
 
 
 def test_a_run_counts_each_worker_s_runtime_and_arrays() -> None:

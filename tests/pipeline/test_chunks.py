@@ -84,7 +84,8 @@ def test_chunks_give_the_statistics_and_verdicts_of_one_go(tiny_onnx, tmp_path) 
     # from the second chunk on, the time left at the pace of the chunks so far
     assert "chunk 1/3: inputs 1-1 of 3\n" in proc.stderr
     # no --parallel: auto, said with what it was made of (execution/slots.py)
-    assert re.search(r"--parallel auto: \d+ workers? at once \(\d+ CPUs?, --threads 1", proc.stderr)
+    auto = r"--parallel auto: \d+ (workers?|processes) at once \(\d+ CPUs?, --threads 1"
+    assert re.search(auto, proc.stderr)
     assert re.search(r"chunk 3/3: inputs 3-3 of 3 \(about \d+ (s|min)[^)]* left\)", proc.stderr)
     # progress counts the chunk's inputs, not the earlier chunks' captures in the folder
     assert "[onnxruntime] 1/1 inputs" in proc.stderr

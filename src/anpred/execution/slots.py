@@ -7,7 +7,9 @@ library's runtime), plus, where the caller knows the model (``anpred run``), eac
 arrays and the rest of the run's own estimate (:func:`anpred.pipeline.budget.estimate_memory`,
 which counts the analysis processes, also ``--parallel`` of them). On the 2-core
 development machine that is 2, the fixed default it replaces; on a machine with more
-cores the participants' workers (and the analysis's processes) spread over them.
+cores the participants' workers (and the analysis's processes) spread over them. A run has
+one worker per participant and the fp64 reference, so CPUs beyond those only analyse:
+:func:`describe_auto` says so, with the ``--threads`` that would use them.
 """
 
 from __future__ import annotations
@@ -131,13 +133,29 @@ def resolve(
     return value
 
 
-def describe_auto(parallel: int, threads: int, budget: int | None) -> str:
-    """The line a run or an evaluation says when ``auto`` chose ``parallel``."""
+def describe_auto(
+    parallel: int, threads: int, budget: int | None, workers: int | None = None
+) -> str:
+    """The line a run or an evaluation says when ``auto`` chose ``parallel``.
+
+    ``workers``: the run's workers (one per participant and the fp64 reference), where
+    known. A run never has more of them at once than that, however many CPUs: beyond it
+    the line says so, and which ``--threads`` would give the workers the idle CPUs (the
+    analysis's processes still use ``parallel``). ``--threads`` is never raised by itself:
+    a library's numbers may depend on its thread count, so it stays the user's choice.
+    """
     from anpred.pipeline.budget import format_size
 
     cpus = usable_cpus()
     memory = f", memory budget {format_size(budget)}" if budget else ""
-    return (
-        f"--parallel auto: {parallel} worker{'s' * (parallel != 1)} at once ({cpus} "
-        f"CPU{'s' * (cpus != 1)}, --threads {threads}{memory})"
+    made_of = f"({cpus} CPU{'s' * (cpus != 1)}, --threads {threads}{memory})"
+    if workers is None or workers >= parallel:
+        return f"--parallel auto: {parallel} worker{'s' * (parallel != 1)} at once {made_of}"
+    line = (
+        f"--parallel auto: {parallel} processes at once {made_of}, but at most {workers} "
+        f"workers, one per participant and the fp64 reference; the others analyse"
     )
+    wider = cpus // max(1, workers)
+    if wider > threads:
+        line += f" (--threads {wider} would give each worker {wider} CPUs)"
+    return line

@@ -7,9 +7,10 @@ counts the three peaks of a run:
 
 - *inputs*: the preprocessed inputs held together (float32) plus one image being
   preprocessed (uint8 pixels, a float copy);
-- *workers*: ``parallel`` workers at once, each holding the model's weights twice (file and
-  runtime copy), the input, and every anchor of one input; the fp64 reference holds them
-  in float64;
+- *workers*: ``parallel`` workers at once, but no more than there are participants and the
+  fp64 reference (one worker each), each holding the model's weights twice (file and
+  runtime copy), the input, and every anchor of one input; the fp64 reference, which runs
+  beside them, holds them in float64;
 - *analysis*: one anchor of every participant in float64, plus the consensus, the fp64
   reference and temporaries (the streaming pass in :mod:`anpred.pipeline.evidence`), in
   each of up to ``parallel`` processes, and never more than inputs
@@ -117,7 +118,8 @@ def estimate_memory(
         anchor_shapes: Every anchor's shape (final output included).
         n_inputs: Number of inputs.
         n_participants: Participants besides the fp64 reference.
-        parallel: Workers (and analysis processes) running at once.
+        parallel: Workers (at most one per participant and the fp64 reference) and
+            analysis processes running at once.
         model_bytes: Size of the model's weights on disk.
     """
     x = _numel(input_shape)
@@ -125,7 +127,8 @@ def estimate_memory(
     inputs = 4 * x * n_inputs + (1 + 4 + 8) * x
     worker32 = 2 * model_bytes + 4 * x + 4 * sum(anchors) * 2
     worker64 = 4 * model_bytes + 8 * x + 8 * sum(anchors) * 2
-    workers = max(worker64, max(1, parallel) * worker32)
+    at_once = max(1, min(parallel, n_participants + 1))  # one worker per participant
+    workers = worker64 + (at_once - 1) * worker32  # the fp64 reference runs beside them
     # the analysis forks at most one process per input (pipeline/collect_pool.py)
     analysis = max(1, min(parallel, n_inputs)) * 8 * max(anchors) * (n_participants + 6)
     return MemoryEstimate(inputs, workers, analysis)

@@ -718,7 +718,7 @@ def run(
     auto = parallel == AUTO
     parallel = resolve(parallel, threads, budget, run_need(lambda n: estimate(parallel=n)))
     if auto:
-        say(describe_auto(parallel, threads, budget))
+        say(describe_auto(parallel, threads, budget, workers=len(participants) + 1))
     what = f"{options.model} with input {'x'.join(map(str, export.input_shape))}"
     check_budget(estimate(parallel=parallel), budget, what)
     if not resumed:  # a resumed run's captures are on disk already: not counted twice
