@@ -197,8 +197,13 @@ def check_budget(estimate: MemoryEstimate, budget: int | None, what: str) -> Non
     """
     if budget is None or estimate.peak <= budget:
         return
+    advice = (  # what lowers the phase that peaks
+        "use fewer or smaller inputs"
+        if estimate.phase == "inputs"
+        else "use smaller inputs, fewer participants or a lower --parallel"
+    )
     raise UsageError(
         f"{what} would need at least {format_size(estimate.peak)} of memory "
         f"({estimate.phase}), over the budget of {format_size(budget)}; "
-        "use smaller inputs or fewer participants, or raise --max-memory"
+        f"{advice}, or raise --max-memory"
     )
