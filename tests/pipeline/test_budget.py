@@ -126,14 +126,15 @@ def test_the_estimates_count_an_inputs_files_inputs(tmp_path) -> None:
 
 
 def test_anpred_run_counts_an_inputs_file_before_it_reads_it(tiny_onnx, tmp_path) -> None:
-    from conftest import anpred
-
     # 20000 inputs of 1x3x32x32: 234 MB as the run would hold them (a small file: zeros)
     path = tmp_path / "many.npz"
     np.savez_compressed(path, images=np.zeros((20000, 3, 32, 32), np.float32))
     out = tmp_path / "run"
-    proc = anpred("run", str(tiny_onnx), "--libs", "onnxruntime", "--inputs", str(path),
-                  "--max-memory", "200M", "--out", str(out), timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "anpred", "run", str(tiny_onnx), "--libs", "onnxruntime",
+         "--inputs", str(path), "--max-memory", "200M", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
     error = proc.stderr.strip().splitlines()[-1]
     assert "memory (inputs)" in error and "use fewer or smaller inputs" in error
