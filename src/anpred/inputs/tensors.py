@@ -225,16 +225,28 @@ def count_npz_inputs(path: Path, name: str, shape: Sequence[int]) -> int | None:
     shapes = npz_shapes(path)
     if not shapes:
         return None
-    shape = tuple(shape)
     given = shapes.get(name)
     if given is None:
         first = next(iter(shapes.values()))
         return first[0] if first else 1
+    split = _split(given, tuple(shape))
+    return None if split is None else 1 if split == _WHOLE else given[0]
+
+
+_WHOLE, _SLICES, _ROWS = "whole", "slices", "rows"
+
+
+def _split(given: tuple[int, ...], shape: tuple[int, ...]) -> str | None:
+    """How an array of shape ``given`` holds inputs of ``shape``: one input (``whole``), a
+    leading N where the model's batch is 1 (``slices``), a stack of them (``rows``), or
+    ``None`` (it does not fit).
+    """
     if given == shape:
-        return 1
-    batch_of_one = bool(shape) and shape[0] == 1 and len(given) == len(shape)
-    if given and (batch_of_one and given[1:] == shape[1:] or given[1:] == shape):
-        return given[0]
+        return _WHOLE
+    if shape and shape[0] == 1 and len(given) == len(shape) and given[1:] == shape[1:]:
+        return _SLICES
+    if given[1:] == shape:
+        return _ROWS
     return None
 
 
@@ -250,11 +262,12 @@ def split_batches(
         raise UsageError(f"--inputs {path.name} has no array named {name!r} (the model's "
                          f"input); it holds {', '.join(arrays) or 'nothing'}")
     array, shape = arrays[name], tuple(shape)
-    if array.shape == shape:
+    split = _split(array.shape, shape)
+    if split == _WHOLE:
         batches = [array]
-    elif shape and shape[0] == 1 and array.ndim == len(shape) and array.shape[1:] == shape[1:]:
+    elif split == _SLICES:
         batches = [array[i : i + 1] for i in range(array.shape[0])]
-    elif array.shape[1:] == shape:
+    elif split == _ROWS:
         batches = list(array)
     else:
         raise UsageError(f"--inputs {path.name}: array {name!r} has shape "
