@@ -5,7 +5,9 @@ NumPy calls over blocks: about twenty calls per participant and block, each a pa
 memory, and the Python between them. The loops here fuse them: per piece of
 :data:`PIECE` elements (in L1/L2 cache) the consensus's and the fp64 reference's float32
 ULP keys and unit vectors are formed once, then every capture is compared against both
-in one loop. Compiled by numba (``cache=True``: once per machine, then loaded from
+in one loop; Wasserstein's sorts are radix sorts of the values' order-preserving unsigned
+keys (:func:`sort_rows`, :func:`sorted64`: the values ``np.sort`` gives, in linear time).
+Compiled by numba (``cache=True``: once per machine, then loaded from
 ``__pycache__``), used when numba imports and ``ANPRED_NO_JIT`` is not set; otherwise the
 NumPy path runs. Both give the same numbers:
 
@@ -289,6 +291,83 @@ def wasserstein_sums(
     return totals, consensus_total
 
 
+RADIX_BITS = 11
+"""Bits per pass of the radix sorts: 2048 buckets (16 KiB of counts) stay in L1 while a
+pass scatters; float32 keys take 3 passes (11 + 11 + 10 bits), float64 keys 6."""
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _radix_passes(keys: np.ndarray, spare: np.ndarray, bits: int) -> None:
+    """Sort unsigned integer ``keys`` of ``bits`` bits ascending in place (LSD radix sort,
+    ``spare`` as scratch). One pass counts every digit; a digit that every key shares is
+    skipped (its pass would only copy).
+    """
+    n = keys.size
+    digits = (bits + RADIX_BITS - 1) // RADIX_BITS
+    width = 1 << RADIX_BITS
+    mask = np.uint64(width - 1)
+    counts = np.zeros((digits, width), dtype=np.int64)
+    for i in range(n):
+        k = np.uint64(keys[i])
+        for d in range(digits):
+            counts[d, (k >> np.uint64(RADIX_BITS * d)) & mask] += 1
+    source, target = keys, spare
+    for d in range(digits):
+        row = counts[d]
+        total = 0
+        shared = False
+        for b in range(width):
+            c = row[b]
+            shared |= c == n
+            row[b] = total
+            total += c
+        if shared:
+            continue
+        shift = np.uint64(RADIX_BITS * d)
+        for i in range(n):
+            k = source[i]
+            b = (np.uint64(k) >> shift) & mask
+            target[row[b]] = k
+            row[b] += 1
+        source, target = target, source
+    if source is not keys:
+        keys[:] = source
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def sort_rows(rows: np.ndarray) -> None:
+    """Sort every row of a finite float32 P × N array ascending, in place: the values
+    ``np.sort`` gives (-0.0 before +0.0), by a radix sort of their order-preserving
+    unsigned keys (negative: every bit flipped; else the sign bit): about 5x faster than
+    ``np.sort`` on yolov8n's captures.
+    """
+    spare = np.empty(rows.shape[1], dtype=np.uint32)
+    sign, ones = np.uint32(1 << 31), np.uint32(0xFFFFFFFF)
+    for p in range(rows.shape[0]):
+        keys = rows[p].view(np.uint32)
+        for i in range(keys.size):
+            keys[i] ^= ones if keys[i] & sign else sign
+        _radix_passes(keys, spare, 32)
+        for i in range(keys.size):
+            keys[i] ^= sign if keys[i] & sign else ones
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def sorted64(x: np.ndarray) -> np.ndarray:
+    """A sorted copy of finite float64 ``x`` (1-D): ``np.sort``'s values, -0.0 before
+    +0.0, by the radix sort of :func:`sort_rows` (about 2x faster than ``np.sort``).
+    """
+    out = np.empty(x.size, dtype=np.float64)
+    keys, source = out.view(np.uint64), x.view(np.uint64)
+    sign, ones = np.uint64(1) << np.uint64(63), np.uint64(0xFFFFFFFFFFFFFFFF)
+    for i in range(keys.size):
+        keys[i] = source[i] ^ (ones if source[i] & sign else sign)
+    _radix_passes(keys, np.empty(x.size, dtype=np.uint64), 64)
+    for i in range(keys.size):
+        keys[i] ^= sign if keys[i] & sign else ones
+    return out
+
+
 PROFILE_SUMS = {"nsz", "reassoc", "contract"}
 """fastmath flags of :func:`error_profile`: its sums may reorder (so that they vectorize);
 NaN and inf are kept (they are what the profile's check looks for)."""
@@ -328,7 +407,15 @@ def error_profile(
     return total
 
 
-KERNELS = (round_to_float32, row_medians, row_sums, wasserstein_sums, error_profile)
+KERNELS = (
+    round_to_float32,
+    row_medians,
+    row_sums,
+    sort_rows,
+    sorted64,
+    wasserstein_sums,
+    error_profile,
+)
 """The entry points :mod:`anpred.analysis.onepass` calls."""
 
 
