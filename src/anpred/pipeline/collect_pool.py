@@ -42,15 +42,17 @@ took ~0.6 s here, about what the pass needs for ~60 MB of captures (yolov8n: 280
 input with six libraries and the fp64 reference, 2.1 s per input); a fork server costs
 about as much once."""
 
-COMPILED_MIN_BYTES = 1 << 30
+COMPILED_MIN_BYTES = 200 << 20
 """Captures (bytes on disk) from which a pass uses the compiled loops of
 :mod:`anpred.analysis.compiled`. Loading them costs ~0.9 s (numba's import 0.4 s, the cached
 code 0.5 s), once in the fork server the pass's processes fork from (in every process
-when they were spawned). Measured in two processes from a fork server started by the
-pass (machine CPU, wall): yolov8n, 8 inputs, 6 libraries, 2.2 GB: 10.3-11.2 CPU s and
-6.2-6.5 s with them, 13.5-14.2 and 7.4-7.6 s without; the same run's first 2 inputs
-(0.56 GB): 4.5-5.0 CPU s and 3.1-3.4 s with them, 4.6-4.8 and 2.7-3.0 s without. Below
-~1 GB they do not pay."""
+when they were spawned). Measured with the radix sorts (issue 15's seventeenth session; a
+pass over a finished yolov8n run, six libraries and the fp64 reference, machine CPU and
+wall, three alternating rounds): 2 inputs (535 MB, two processes) 7.8-8.3 CPU s and
+4.3-4.9 s with them, 13.4-14.3 and 6.8-7.4 s without; 1 input (268 MB, one process)
+1.7-1.8 CPU s and 1.2-1.4 s with them, 2.4-2.5 and 2.1-2.2 s without. Before the radix
+sorts they paid from ~1 GB only (2 inputs: 4.5-5.0 CPU s with, 4.6-4.8 without). The
+1-input saving less the load, scaled, breaks even near 150 MB; 200 MB keeps a margin."""
 
 
 PRELOAD = ("anpred.pipeline.collect_pool",)
