@@ -135,6 +135,47 @@ def time_phases() -> dict[str, float]:
     return steps
 
 
+def time_compiled_steps(rounds: int = 3) -> dict[str, float] | None:
+    """CPU seconds per input of each compiled loop of the one-pass kernel (each entry point
+    of :mod:`anpred.analysis.compiled` timed where ``measure_anchor`` calls it), and of the
+    rest of the kernel (norms, channel moments, Python). All anchors, ``rounds`` times.
+    ``None`` without numba.
+    """
+    loops = onepass.kernels()
+    if loops is None:
+        return None
+    metrics = [get_metric(n) for n in metric_names()]
+    data = [synthetic_captures(shape, seed=0) for shape in ANCHOR_SHAPES.values()]
+    onepass.measure_anchor(metrics, *data[0])  # loaded before timing
+    steps: dict[str, float] = {k.__name__: 0.0 for k in loops.KERNELS}
+    originals = {name: getattr(loops, name) for name in steps}
+
+    def timer(name, function):
+        def timed(*args):
+            start = time.process_time()
+            result = function(*args)
+            steps[name] += (time.process_time() - start) / rounds
+            return result
+
+        return timed
+
+    total = 0.0
+    try:
+        for name, function in originals.items():
+            setattr(loops, name, timer(name, function))
+        for _ in range(rounds):
+            start = time.process_time()
+            for captures, fp64 in data:
+                onepass.measure_anchor(metrics, captures, fp64)
+            total += (time.process_time() - start) / rounds
+    finally:
+        for name, function in originals.items():
+            setattr(loops, name, function)
+    steps = {name: seconds for name, seconds in steps.items() if seconds > 0}
+    steps["the rest (norms, channel moments, Python)"] = total - sum(steps.values())
+    return steps
+
+
 def time_paths(rounds: int = 3) -> dict[str, float] | None:
     """CPU seconds per input of the one-pass kernel on its two paths, interleaved.
 
@@ -256,6 +297,11 @@ def main() -> None:
             f"one-pass kernel, all anchors, one input: compiled {compiled * 1e3:.0f} ms, "
             f"NumPy path {numpy_path * 1e3:.0f} ms ({numpy_path / compiled:.2f}x, CPU, interleaved)"
         )
+    steps = time_compiled_steps()
+    if steps is not None:
+        print("one-pass kernel, compiled path, all anchors, one input (CPU ms):")
+        for step, seconds in steps.items():
+            print(f"  {step:40s} {seconds * 1e3:7.1f}")
     print("one-pass kernel, NumPy path, all anchors, one input (CPU ms):")
     for step, seconds in time_phases().items():
         print(f"  {step:40s} {seconds * 1e3:7.1f}")
