@@ -1,11 +1,21 @@
 # anpred: one entry point for set-up, the main job and the tests.
-.PHONY: env demo test test-fast lint bench clean
+.PHONY: env runtimes runtime demo test test-fast lint bench clean
 
 PY := .venv/bin/python
 DEMO_OUT ?= runs/demo
 
+## The libraries' environment (.venv; deployment runtimes are not in it: `make runtimes`).
 env:
 	@scripts/setup-env.sh
+
+## Deployment-runtime environments (docs/runtimes.md): every one, or one by its environment
+## name (`make runtime NAME=litert`; `anpred libs` shows each runtime's environment).
+runtimes: env
+	@ANPRED_RUNTIMES=all scripts/setup-runtimes.sh
+
+runtime: env
+	@test -n "$(NAME)" || { echo "make runtime NAME=<environment>; environments: $$(cd requirements/runtimes && ls *.txt | sed 's/\.txt$$//' | tr '\n' ' ')"; exit 2; }
+	@ANPRED_RUNTIMES="$(NAME)" scripts/setup-runtimes.sh
 
 ## Main job: anchor-level analysis of yolov8n across every installed library, with its report.
 demo: env

@@ -48,8 +48,9 @@ if [ "$ok" = 0 ]; then
   touch ".venv/.anpred-env-$key"
 fi
 echo "setup: .venv (this clone's code) + libraries from $target ready"
-# Deployment runtimes: one pinned environment per requirements/runtimes/<env>.txt
-# (scripts/setup-runtimes.sh; ANPRED_RUNTIMES=none skips them).
+# Deployment runtimes (one pinned environment per requirements/runtimes/<env>.txt, 13 GB
+# in all) are not built here: `make runtimes` builds them (scripts/setup-runtimes.sh). This
+# only records those already in the cache, so that a rebuilt .venv still finds them.
 if [ -f scripts/setup-runtimes.sh ]; then
-  bash scripts/setup-runtimes.sh
+  ANPRED_RUNTIMES=none bash scripts/setup-runtimes.sh
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the pinned environment of every deployment runtime (run by setup-env.sh, `make env`).
+# Build the pinned environments of the deployment runtimes (`make runtimes`: all of them;
+# `make runtime NAME=<environment>`: one). `make env` only records those already built.
 #
 # One environment per lock file requirements/runtimes/<env>.txt, in the shared cache as
 # $cache/rt-<env>-<16 hex digits of the lock's SHA-256>, marked done by a .ready file, and
@@ -9,32 +10,44 @@
 #
 # Where each environment's Python is goes to a JSON record that anpred reads
 # (anpred.library.environments): by default .venv/anpred-runtimes.json of this clone.
+# Every call rewrites it with every environment of this clone's lock files that is built.
 #
 # Variables: ANPRED_VENV_CACHE (the cache, as for the main environment), PYTHON (the base
 # Python), ANPRED_RUNTIME_LOCKS (folder of the lock files), ANPRED_RUNTIME_ENVS (the JSON
-# record), ANPRED_RUNTIMES (comma list of environments to build; default every lock file,
-# `none` builds none and leaves the record alone; environments of other lock files that
-# are built already are recorded either way). A runtime whose environment fails to build
-# is reported and left out; the others and the main environment are unaffected.
+# record), ANPRED_RUNTIMES: `all` (or empty) builds every lock file's environment, a comma
+# list builds those (a name without a lock file is refused, exit 2), `none` builds none and
+# only records the built ones (what setup-env.sh runs). A runtime whose environment fails
+# to build is reported and left out, the others and the main environment are unaffected;
+# the exit status is 1 when an environment named in the list failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 cache=${ANPRED_VENV_CACHE:-$HOME/.cache/anpred/venvs}
 locks=${ANPRED_RUNTIME_LOCKS:-requirements/runtimes}
 record=${ANPRED_RUNTIME_ENVS:-.venv/anpred-runtimes.json}
-wanted=${ANPRED_RUNTIMES:-}
+wanted=${ANPRED_RUNTIMES:-all}
 quiet() { grep -v -e '^WARNING: Location' -e 'is neither a file nor a directory' || true; }
-[ "$wanted" = none ] && exit 0
+shopt -s nullglob
+known=()
+for lock in "$locks"/*.txt; do known+=("$(basename "$lock" .txt)"); done
+if [ "$wanted" != all ] && [ "$wanted" != none ]; then
+  for name in ${wanted//,/ }; do
+    if [[ ! "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || [ ! -f "$locks/$name.txt" ]; then
+      echo "setup: no runtime environment named '$name' (no $locks/$name.txt); environments: ${known[*]:-none} (\`anpred libs\` shows each runtime's)" >&2
+      exit 2
+    fi
+  done
+fi
 mkdir -p "$cache" "$(dirname "$record")"
 entries=()
 failed=()
-shopt -s nullglob
+missing=()
 for lock in "$locks"/*.txt; do
   name=$(basename "$lock" .txt)
   key=$(sha256sum < "$lock" | cut -c1-16)
   target="$cache/rt-$name-$key"
   build=1
-  if [ -n "$wanted" ] && [[ ",$wanted," != *",$name,"* ]]; then
+  if [ "$wanted" = none ] || { [ "$wanted" != all ] && [[ ",$wanted," != *",$name,"* ]]; }; then
     build=0  # not asked for: recorded if it is built already, never built here
   fi
   if [ "$build" = 1 ] && [ ! -f "$target/.ready" ]; then
@@ -58,6 +71,8 @@ for lock in "$locks"/*.txt; do
   if [ -f "$target/.ready" ]; then
     site=$("$target/bin/python" -c "import sysconfig as s, json; p = s.get_paths(); print(json.dumps(sorted({p['purelib'], p['platlib']})))")
     entries+=("\"$name\": {\"python\": \"$target/bin/python\", \"prefix\": \"$target\", \"lock\": \"$key\", \"site\": $site}")
+  else
+    missing+=("$name")
   fi
 done
 body=$(IFS=,; echo "${entries[*]:-}")
@@ -68,4 +83,9 @@ if [ ${#entries[@]} -gt 0 ]; then
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "setup: not built (their runtimes stay unavailable): ${failed[*]}"
+  if [ "$wanted" != all ]; then
+    exit 1
+  fi
+elif [ "$wanted" = none ] && [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: deployment-runtime environments not built: ${missing[*]} (\`make runtimes\` builds them, \`make runtime NAME=<environment>\` one; docs/runtimes.md)"
 fi

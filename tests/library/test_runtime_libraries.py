@@ -57,9 +57,9 @@ def test_libs_runtimes_selects_the_built_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANPRED_RUNTIME_ENVS", str(tmp_path / "none.json"))
-    with pytest.raises(UsageError, match="no deployment runtime is installed.*make env"):
+    with pytest.raises(UsageError, match="no deployment runtime is installed.*make runtimes"):
         parse_participants("runtimes")
-    with pytest.raises(UsageError, match="library 'mnn' is not installed.*make env"):
+    with pytest.raises(UsageError, match="library 'mnn' is not installed.*make runtime NAME=mnn"):
         parse_participants("torch,mnn[low]")
     python = _built_mnn(tmp_path, monkeypatch)
     assert [p.name for p in parse_participants("torch,runtimes")] == ["torch", "mnn"]
@@ -73,7 +73,7 @@ def test_libs_runtimes_selects_the_built_ones(
     assert participant_python(parse_participant("onnxruntime")) == ("", {})
     # a lock that changed since the build: unavailable again
     (tmp_path / "locks" / "mnn.txt").write_text("mnn==3.6.2\n")
-    with pytest.raises(UsageError, match="older than mnn.txt: run `make env`"):
+    with pytest.raises(UsageError, match="older than mnn.txt: run `make runtime NAME=mnn`"):
         parse_participants("mnn")
 
 

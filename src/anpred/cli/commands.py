@@ -115,7 +115,7 @@ def cmd_libs(args: argparse.Namespace) -> int:
         print(_table(rows, ["library", "version", "status", "participants (--libs)"]))
         if runtime_rows:
             print("\ndeployment runtimes (--libs runtimes; not in --libs all):")
-            print(_table(runtime_rows, ["runtime", "converter", "environment (make env)"]))
+            print(_table(runtime_rows, ["runtime", "converter", "environment (make runtimes)"]))
     return 0
 
 
@@ -205,6 +205,7 @@ def _floats(text: str | None, flag: str) -> tuple[float, ...]:
 def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``run_options`` fields of the flags for a user's ONNX file (validated)."""
     from anpred.interchange.input_shapes import parse_input_shapes
+    from anpred.interchange.user_module import is_module_source
     from anpred.pipeline.run import is_onnx_path
 
     given = {
@@ -223,8 +224,8 @@ def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if not given:
         return {}
-    if not is_onnx_path(args.model):
-        raise UsageError(f"{next(iter(given))} applies to an ONNX file, not a zoo model")
+    if not is_onnx_path(args.model) and not is_module_source(args.model):
+        raise UsageError(f"{next(iter(given))} applies to an ONNX file or a module, not a zoo name")
     shapes = tuple(args.input_shape or ())
     parse_input_shapes(shapes)
     std = _floats(args.std, "--std")

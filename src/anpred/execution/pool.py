@@ -412,7 +412,7 @@ def participant_python(p: Participant) -> tuple[str, dict[str, str]]:
     (:mod:`anpred.execution.offline` guards the process itself).
 
     Raises:
-        UsageError: The runtime's environment is not built (``make env``).
+        UsageError: The runtime's environment is not built (``make runtimes``).
     """
     from anpred.library import Loads, get_library
 

@@ -2,10 +2,12 @@
 
 A runtime whose converter pins versions that conflict with anpred's main environment (a
 :class:`~anpred.library.Library` with ``environment``) runs its worker with the Python of
-its own environment. ``scripts/setup-env.sh`` (``make env``) builds one per lock file
-``requirements/runtimes/<environment>.txt`` into the shared cache and records them in a
-JSON file, by default ``anpred-runtimes.json`` in this clone's ``.venv`` (``sys.prefix``
-of the main environment); ``ANPRED_RUNTIME_ENVS`` names another file (tests).
+its own environment. ``scripts/setup-runtimes.sh`` (``make runtimes``; ``make runtime
+NAME=<environment>`` for one) builds one per lock file
+``requirements/runtimes/<environment>.txt`` into the shared cache and records them in a JSON
+file (``make env`` builds none and records those already built), by default
+``anpred-runtimes.json`` in this clone's ``.venv`` (``sys.prefix`` of the main
+environment); ``ANPRED_RUNTIME_ENVS`` names another file (tests).
 
 The record of one environment::
 
@@ -40,8 +42,17 @@ ENVS_FILE_NAME = "anpred-runtimes.json"
 LOCKS_FOLDER = Path("requirements") / "runtimes"
 #: Environment variable naming another folder of lock files (tests; as in setup-runtimes.sh).
 LOCKS_ENV = "ANPRED_RUNTIME_LOCKS"
-#: What to run when an environment is missing or out of date.
-BUILD_HINT = "make env"
+#: What builds every runtime environment (``build_command`` builds one).
+BUILD_HINT = "make runtimes"
+
+
+def build_command(name: str) -> str:
+    """The command that builds (or rebuilds) environment ``name`` alone."""
+    return f"make runtime NAME={name}"
+
+
+def _run_hint(name: str) -> str:
+    return f"run `{build_command(name)}` (or `{BUILD_HINT}`)"
 
 
 @dataclass(frozen=True)
@@ -136,11 +147,11 @@ def missing_reason(name: str) -> str:
         return f"its lock file {shown} is missing"
     env = _env(name)
     if env is None:
-        return f"its environment {name!r} is not built: run `{BUILD_HINT}`"
+        return f"its environment {name!r} is not built: {_run_hint(name)}"
     if not env.python.exists() or not (env.python.parents[1] / ".ready").exists():
-        return f"its environment {name!r} is gone from {env.python.parents[1]}: run `{BUILD_HINT}`"
+        return f"its environment {name!r} is gone from {env.python.parents[1]}: {_run_hint(name)}"
     if lock is not None and env.lock and env.lock != lock_hash(lock):
-        return f"its environment {name!r} is older than {lock.name}: run `{BUILD_HINT}`"
+        return f"its environment {name!r} is older than {lock.name}: {_run_hint(name)}"
     return ""
 
 
