@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anpred import __version__
+from anpred.cli.doctor_command import add_doctor_parser
 from anpred.errors import AnpredError
 
 EXIT_CODES = """exit codes:
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_all(sub, common)
+    add_doctor_parser(sub, common)
     return parser
 
 
