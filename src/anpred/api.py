@@ -9,9 +9,10 @@ one-line message, as on the command line.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
     import pandas
 
 Progress = Callable[[str], None]
-
-#: Keyword options of :func:`run` that go to the pipeline rather than into the run settings.
-_EXECUTION = ("threads", "parallel", "timeout", "keep_captures", "chunk")
-
-#: Keyword arguments of :func:`run` besides the run settings (named in its error message).
-_KEYWORDS = (*_EXECUTION, "progress", "drill", "calibration")
 
 
 def _stderr(message: str) -> None:
@@ -88,74 +83,205 @@ class Run:
         return pandas.read_parquet(path)
 
 
-def _options(
-    model: str | PathLike[str],
-    libs: str | Sequence[str],
-    images: int | str | PathLike[str] | Sequence[str | PathLike[str]] | None,
-    options: dict[str, Any],
-) -> Any:
-    """The :class:`~anpred.pipeline.options.RunOptions` of :func:`run`'s arguments."""
-    from anpred.pipeline.options import RunOptions
+#: Keywords of :func:`run` that are not ``anpred run`` flags.
+API_ONLY = ("example_inputs", "progress")
+#: ``anpred run`` flags whose keyword states the positive: ``--no-drill`` is ``drill=False``.
+NEGATED = {"no_drill": "drill", "no_isolation": "isolation"}
 
-    known = {f.name for f in fields(RunOptions)} - {"model", "libs", "images", "image_paths"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(
-            f"anpred.run() got unknown option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted([*known, *_KEYWORDS]))}"
-        )
-    names = tuple(libs.split(",")) if isinstance(libs, str) else tuple(libs)
+
+def _is_module(model: Any) -> bool:
+    """Whether ``model`` is a ``torch.nn.Module``.
+
+    Without importing torch: a caller holding a module has imported it.
+    """
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+def _strings(value: Any, name: str) -> list[str] | None:
+    """A repeatable flag's values: one string/path, or a sequence of them."""
+    if value is None:
+        return None
+    if isinstance(value, str | PathLike):
+        return [str(value)]
+    if isinstance(value, Sequence) and all(isinstance(v, str | PathLike) for v in value):
+        return [str(v) for v in value]
+    raise UsageError(f"{name} takes a string or a list of strings, got {value!r}")
+
+
+def _numbers(value: Any, name: str) -> str | None:
+    """``mean``/``std``: ``"0.5,0.5,0.5"`` or a sequence of numbers, as the flag's text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, Sequence) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        return ",".join(str(v) for v in value)
+    raise UsageError(f"{name} takes numbers, got {value!r}")
+
+
+def _checked(action: argparse.Action, value: Any) -> Any:
+    """A keyword's value checked against its flag's type and choices (one-line errors)."""
+    name = action.dest
+    if value is None or action.type is None and action.choices is None:
+        return value
+    if action.type is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise UsageError(f"{name} must be an integer, got {value!r}")
+    if action.type is float:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise UsageError(f"{name} must be a number, got {value!r}")
+        value = float(value)
+    if action.choices is not None and value not in action.choices:
+        raise UsageError(f"{name} must be one of {', '.join(map(str, action.choices))}: {value!r}")
+    return value
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """The flags of ``anpred run`` (the same parser the command line uses)."""
+    from anpred.cli.commands import add_run_flags
+
+    parser = argparse.ArgumentParser(prog="anpred run", add_help=False)
+    add_run_flags(parser)
+    return parser
+
+
+def _namespace(model: str, given: dict[str, Any]) -> argparse.Namespace:
+    """The parsed flags ``anpred run`` would have for :func:`run`'s keywords ``given``."""
+    parser = run_parser()
+    args = parser.parse_args([model])
+    actions = {a.dest: a for a in parser._actions}
+    for flag, keyword in NEGATED.items():
+        value = given.pop(keyword)
+        if not isinstance(value, bool):
+            raise UsageError(f"{keyword} must be True or False, got {value!r}")
+        setattr(args, flag, not value)
+    libs = given.pop("libs")
+    names = libs.split(",") if isinstance(libs, str) else list(libs)
     if not names or not all(isinstance(n, str) and n for n in names):
         raise UsageError(f"libs must name participants, e.g. 'torch,onnxruntime'; got {libs!r}")
-    counted: dict[str, Any] = {}
+    args.libs = ",".join(names)
+    images = given.pop("images")
     if isinstance(images, int) and not isinstance(images, bool):
         if images < 1:
             raise UsageError("images must be at least 1")
-        counted["images"] = images
-    elif isinstance(images, str | PathLike):
-        counted["image_paths"] = (str(images),)
-    elif images is not None:
-        counted["image_paths"] = tuple(str(i) for i in images)
-    anchors = options.get("anchors")
-    if anchors is not None:
-        options["anchors"] = (anchors,) if isinstance(anchors, str) else tuple(anchors)
-    return RunOptions(model=str(model), libs=names, **counted, **options)
+        args.images = images
+    elif images is not None:  # image files, as --image
+        given["image"] = [
+            *(_strings(images, "images") or []),
+            *(_strings(given["image"], "image") or []),
+        ]
+    for name in ("image", "anchors", "input_shape", "input_range"):
+        given[name] = _strings(given[name], name)
+    for name in ("mean", "std"):
+        given[name] = _numbers(given[name], name)
+    for name in ("weights", "inputs", "out", "calibration"):
+        if isinstance(given[name], PathLike):
+            given[name] = str(given[name])
+    if isinstance(given["parallel"], int) and not isinstance(given["parallel"], bool):
+        given["parallel"] = str(given["parallel"])
+    memory = given["max_memory"]
+    if isinstance(memory, int) and not isinstance(memory, bool):
+        given["max_memory"] = str(memory)
+    for name, value in given.items():
+        setattr(args, name, _checked(actions[name], value))
+    return args
 
 
 def run(
-    model: str | PathLike[str],
+    model: Any,
     libs: str | Sequence[str] = "all",
     images: int | str | PathLike[str] | Sequence[str | PathLike[str]] | None = None,
     out: str | PathLike[str] | None = None,
     *,
+    example_inputs: Any = None,
     progress: Progress | None = _stderr,
+    image: str | PathLike[str] | Sequence[str | PathLike[str]] | None = None,
+    synthetic: int = 0,
+    granularity: str = "stage",
+    anchors: str | Sequence[str] | None = None,
+    weights: str | PathLike[str] | None = None,
+    seed: int = 0,
+    input_size: int | None = None,
+    input_shape: str | Sequence[str] | None = None,
+    inputs: str | PathLike[str] | None = None,
+    preprocess: str | None = None,
+    mean: str | float | Sequence[float] | None = None,
+    std: str | float | Sequence[float] | None = None,
+    bgr: bool = False,
+    input_range: str | Sequence[str] | None = None,
+    stages: int | None = None,
+    isolation: bool = True,
     drill: bool = True,
     calibration: str | PathLike[str] = "auto",
-    **options: Any,
+    keep_captures: str = "needed",
+    chunk: int = 32,
+    threads: int = 1,
+    parallel: int | str = "auto",
+    timeout: float | None = None,
+    max_memory: int | str | None = None,
+    export_timeout: float = 1800.0,
+    ray: str | None = None,
+    **unknown: Any,
 ) -> Run:
     """Run an anchor-level analysis, as ``anpred run`` does, and return the run.
 
+    Every ``anpred run`` flag is a keyword of the same name and default (``--no-drill`` is
+    ``drill=False``, ``--no-isolation`` ``isolation=False``); values are checked as the
+    command line checks them.
+
     Args:
-        model: A zoo model name (``anpred models``) or the path of an ONNX file.
+        model: A zoo model name (``anpred models``), the path of an ONNX file, a
+            ``torch.nn.Module``, or ``"path/to/file.py:function"`` (a function returning
+            the module, or ``(module, example_inputs)``). A module's anchors come from its
+            module tree (``granularity``, or ``anchors`` as module paths); the fp64
+            reference is the module itself in float64; every other participant runs its
+            ONNX export.
         libs: Participants, as a list or comma-separated (``"torch,onnxruntime[O1]"``);
             ``"all"``: every installed library.
         images: How many bundled photographs to use (default 2), or image file paths.
-        out: The run directory (default ``runs/<model>``); a run with the same settings
-            there is resumed.
+        out: The run directory (default ``runs/<model>``, ``runs/<class name>`` for a
+            module); a run with the same settings there is resumed.
+        example_inputs: With a module: a tensor, a tuple of tensors, or a dict of named
+            tensors (then passed by name); they fix the input shapes and dtypes. A module
+            whose inputs are images gets the photographs; other inputs are seeded random
+            tensors (``input_range``) or the arrays of ``inputs`` (a ``.npz``).
         progress: Called with each progress line (default: print to stderr; ``None``:
             silent).
+        image: Image file paths (``--image``).
+        synthetic: Seeded synthetic images added to the inputs.
+        granularity: Anchor plan: ``"stage"`` or ``"layer"``.
+        anchors: Anchor module paths (zoo model, module) or tensor names (ONNX file).
+        weights: Checkpoint of a zoo model.
+        seed: Seed of generated weights (torch's seed while a module is built) and inputs.
+        input_size: Input side of a zoo model.
+        input_shape: Shapes of dynamic ONNX inputs, or of a module without example inputs
+            (``"1x3x224x224"``, ``["ids=1x16", ...]``).
+        inputs: A ``.npz`` with the inputs themselves, by input name.
+        preprocess: Image preprocessing of an ONNX file's or module's image input.
+        mean: Per-channel mean subtracted after preprocessing.
+        std: Per-channel std divided by after preprocessing.
+        bgr: Feed the channels in BGR order.
+        input_range: Range of seeded non-image inputs (``"0,255"``, ``["ids=0,30000"]``).
+        stages: Automatic stages of an ONNX graph without module scopes.
+        isolation: Stage isolation (introduced error per stage).
         drill: When the run has findings, drill from the flagged stages down to the
-            operators (``--no-drill``: ``False``).
-        calibration: The noise thresholds, as ``--calibration``: ``"auto"`` (the
-            calibration ``anpred calibrate`` cached for this model, input shape, anchors
-            and fp32 participants, else the fixed 10x rule), ``"off"`` (the fixed rule) or
-            the path of a calibration file (``docs/oracle.md``).
-        **options: Run settings, as the CLI flags: ``granularity``, ``anchors``,
-            ``weights``, ``seed``, ``synthetic``, ``isolation``, ``input_size``; and
-            execution settings: ``threads`` (per worker), ``parallel`` (workers at once),
-            ``timeout`` (seconds per worker), ``keep_captures`` (``"needed"``, the
-            default, or ``"all"``, as ``--keep-captures``) and ``chunk`` (inputs per
-            chunk, as ``--chunk``; 0: in one go).
+            operators.
+        calibration: The noise thresholds: ``"auto"`` (a calibration ``anpred calibrate``
+            cached for this model, input shape, anchors and fp32 participants, else the
+            fixed 10x rule), ``"off"`` (the fixed rule) or a calibration file.
+        keep_captures: ``"needed"`` (prune what nothing reads later) or ``"all"``.
+        chunk: Inputs per chunk with ``keep_captures="needed"`` (0: in one go).
+        threads: Threads per worker.
+        parallel: Workers at once, or ``"auto"``.
+        timeout: Seconds per worker (default 900 + 120 per input).
+        max_memory: Memory budget: bytes, or ``"8G"``; ``None``: 80 % of the memory
+            available now; ``"none"``: no budget.
+        export_timeout: Seconds the model export may take.
+        ray: Run the workers as tasks of a Ray cluster (``"local"``, ``"auto"``, an
+            address).
+        **unknown: Refused with the list of known keywords.
 
     Returns:
         The run, with its ``exit_code`` (0 no findings, 1 findings, 3 a participant failed).
@@ -163,23 +289,43 @@ def run(
     Raises:
         AnpredError: Bad arguments or input (one-line message), as the CLI reports them.
     """
-    from anpred.pipeline.calibration_cache import calibration_mode
+    given = {k: v for k, v in locals().items() if k not in ("model", "unknown", *API_ONLY)}
+    from anpred.cli.commands import _executor, execution_settings, run_options
     from anpred.pipeline.run import run as run_pipeline
 
-    execution = {k: options.pop(k) for k in _EXECUTION if k in options}
-    settings = _options(model, libs, images, options)
-    if not isinstance(drill, bool):
-        raise UsageError(f"drill must be True or False, got {drill!r}")
-    mode = calibration_mode(calibration)
-    directory = Path(out) if out is not None else Path("runs") / Path(str(model)).stem
-    outcome = run_pipeline(
-        settings,
-        directory,
-        say=progress or (lambda _message: None),
-        drill=drill,
-        calibration=mode,
-        **execution,
-    )
+    if unknown:
+        known = sorted([*given, *API_ONLY, *NEGATED.values()])
+        raise UsageError(
+            f"anpred.run() got unknown option(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(set(known)))}"
+        )
+    label = None
+    if _is_module(model):
+        from anpred.interchange.user_module import save_module
+
+        label = type(model).__name__
+        model = save_module(model, example_inputs)
+    elif example_inputs is not None:
+        raise UsageError(
+            "example_inputs goes with a torch.nn.Module; a 'file.py:function' returns its own"
+        )
+    if not isinstance(model, str | PathLike):
+        raise UsageError(
+            "model must be a zoo name, an ONNX path, 'file.py:function' or a torch.nn.Module, "
+            f"not {type(model).__name__}"
+        )
+    args = _namespace(str(model), given)
+    options = run_options(args)
+    settings = execution_settings(args)
+    directory = Path(args.out or Path("runs") / (label or Path(str(model)).stem))
+    with _executor(args) as executor:
+        outcome = run_pipeline(
+            options,
+            directory,
+            say=progress or (lambda _message: None),
+            executor=executor,
+            **settings,
+        )
     return Run(outcome.run_dir, outcome.summary, outcome.exit_code)
 
 

@@ -34,13 +34,15 @@ class ModelJob:
         zoo_model: Zoo name, or ``None`` for a user's ONNX file.
         weights: User checkpoint path, or ``None`` for seeded weights.
         seed: Seed of generated weights.
-        anchor_modules: Module path of every anchor key (``""`` for the output).
+        module: The source of a user's torch module (``file.py:function``, ``file.pt``;
+            :mod:`anpred.interchange.user_module`), whose export folder holds its state.
     """
 
     export: AnchoredExport
     zoo_model: str | None = None
     weights: str | None = None
     seed: int = 0
+    module: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -49,6 +51,7 @@ class ModelJob:
             "zoo_model": self.zoo_model,
             "weights": self.weights,
             "seed": self.seed,
+            **({"module": self.module} if self.module else {}),
         }
 
     @classmethod
@@ -59,6 +62,7 @@ class ModelJob:
             data.get("zoo_model"),
             data.get("weights"),
             int(data.get("seed", 0)),
+            data.get("module"),
         )
 
 

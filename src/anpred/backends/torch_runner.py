@@ -247,8 +247,11 @@ class TorchRunner(Runner):
 
     @classmethod
     def for_job(cls, job: ModelJob) -> type[Runner]:
-        """The native module for zoo models; the torch translators for an ONNX file."""
-        return cls if job.zoo_model is not None else TorchGraphRunner
+        """The native module for zoo models and users' modules; the torch translators for an
+        ONNX file.
+        """
+        native = job.zoo_model is not None or job.module is not None
+        return cls if native else TorchGraphRunner
 
     @property
     def dtype(self) -> torch.dtype:
@@ -258,11 +261,16 @@ class TorchRunner(Runner):
     def activate_impl(self, job: ModelJob) -> None:
         torch.set_num_threads(self.threads)
         self.env = check_process_env("torch", self.settings.get("env"))
-        if job.zoo_model is None:
-            raise UsageError("the native torch runner needs a zoo model (see for_job)")
+        if job.zoo_model is None and job.module is None:
+            raise UsageError("the native torch runner needs a zoo model or a module (see for_job)")
+        from anpred.interchange.user_module import load_user_module
         from anpred.zoo.weights import load_model
 
-        model, weights_id = load_model(job.zoo_model, job.weights, job.seed)
+        if job.module is not None:  # a user's module, with the state its export saved
+            model, weights_id = load_user_module(job.export.folder)
+        else:
+            assert job.zoo_model is not None
+            model, weights_id = load_model(job.zoo_model, job.weights, job.seed)
         exported = job.export.weights_id
         if exported is not None and exported != weights_id:
             raise UsageError(

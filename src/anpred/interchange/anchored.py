@@ -88,8 +88,19 @@ def final_output(output: Any) -> Any:
     return tensors[0]
 
 
-def anchored_module(model: Any, anchors: Sequence[Anchor]) -> Any:
-    """Wrap ``model`` so that its forward returns (output, *anchor tensors)."""
+def call_model(model: Any, inputs: Sequence[Any], keywords: Sequence[str] = ()) -> Any:
+    """Call ``model`` on its inputs: positionally, or by name when ``keywords`` names them."""
+    if keywords:
+        return model(**dict(zip(keywords, inputs, strict=True)))
+    return model(*inputs)
+
+
+def anchored_module(model: Any, anchors: Sequence[Anchor], keywords: Sequence[str] = ()) -> Any:
+    """Wrap ``model`` so that its forward returns (output, *anchor tensors).
+
+    The wrapper takes the model's inputs positionally; ``keywords`` names them when the
+    model takes them by name (a user's module called with a dict of example inputs).
+    """
     import torch
 
     class Anchored(torch.nn.Module):
@@ -99,9 +110,9 @@ def anchored_module(model: Any, anchors: Sequence[Anchor]) -> Any:
             self.recorder = AnchorRecorder(model, anchors)
             self.keys: list[str] = []
 
-        def forward(self, x: Any) -> tuple[Any, ...]:
+        def forward(self, *inputs: Any) -> tuple[Any, ...]:
             self.recorder.reset()
-            captured = self.recorder.captured(self.model(x))
+            captured = self.recorder.captured(call_model(self.model, inputs, keywords))
             output = captured.pop(OUTPUT_ANCHOR)
             self.keys = [OUTPUT_ANCHOR, *captured]
             return (output, *captured.values())
@@ -112,7 +123,7 @@ def anchored_module(model: Any, anchors: Sequence[Anchor]) -> Any:
 class PlainOutput:
     """Wrap ``model`` so that its forward returns only the final output (no anchors)."""
 
-    def __new__(cls, model: Any) -> Any:  # noqa: D102
+    def __new__(cls, model: Any, keywords: Sequence[str] = ()) -> Any:  # noqa: D102
         import torch
 
         class Plain(torch.nn.Module):
@@ -120,7 +131,7 @@ class PlainOutput:
                 super().__init__()
                 self.model = model
 
-            def forward(self, x: Any) -> Any:
-                return final_output(self.model(x))
+            def forward(self, *inputs: Any) -> Any:
+                return final_output(call_model(self.model, inputs, keywords))
 
         return Plain()

@@ -133,19 +133,24 @@ def export_anchored(
     input_shape: Sequence[int],
     folder: Path,
     opset: int = DEFAULT_OPSET,
+    example: Sequence[Any] = (),
+    input_names: Sequence[str] = (INPUT_NAME,),
+    keywords: Sequence[str] = (),
 ) -> AnchoredExport:
     """Export ``model`` (torch, eval mode) to ``folder`` with anchors as outputs.
 
-    The anchors keep the plan's topological order; the final output is last.
+    The anchors keep the plan's topological order; the final output is last. The graphs
+    are traced on zeros of ``input_shape``, or on ``example`` (the input tensors of a
+    user's module, named ``input_names``; ``keywords``: the module takes them by name).
     """
     import onnx
     import torch
 
     folder.mkdir(parents=True, exist_ok=True)
-    wrapper = anchored_module(model, anchors).eval()
-    example = torch.zeros(*input_shape)
+    wrapper = anchored_module(model, anchors, keywords).eval()
+    inputs = tuple(example) or (torch.zeros(*input_shape),)
     with torch.no_grad():
-        outputs = wrapper(example)
+        outputs = wrapper(*inputs)
     keys = list(wrapper.keys)
     shapes = {k: tuple(int(d) for d in t.shape) for k, t in zip(keys, outputs, strict=True)}
     names = [f"anchor.{k}" for k in keys]
@@ -155,21 +160,21 @@ def export_anchored(
         warnings.simplefilter("ignore")
         torch.onnx.export(
             wrapper,
-            (example,),
+            inputs,
             str(tmp),
             dynamo=False,
             opset_version=opset,
-            input_names=[INPUT_NAME],
+            input_names=list(input_names),
             output_names=names,
             do_constant_folding=True,
         )
         torch.onnx.export(
-            PlainOutput(model).eval(),
-            (example,),
+            PlainOutput(model, keywords).eval(),
+            inputs,
             str(plain_tmp),
             dynamo=False,
             opset_version=opset,
-            input_names=[INPUT_NAME],
+            input_names=list(input_names),
             output_names=[names[0]],
             do_constant_folding=True,
         )
@@ -190,7 +195,7 @@ def export_anchored(
         records.append(
             AnchorOutput(key, anchor.name, anchor.module, anchor.group, onnx_name, shapes[key])
         )
-    export = AnchoredExport(folder, INPUT_NAME, tuple(input_shape), opset, tuple(records))
+    export = AnchoredExport(folder, input_names[0], tuple(input_shape), opset, tuple(records))
     (folder / "export.json").write_text(json.dumps(export.to_dict(), indent=1))
     return export
 

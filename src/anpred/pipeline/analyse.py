@@ -70,12 +70,15 @@ def _clean(value: Any) -> Any:
 
 def weights_label(options: Mapping[str, Any]) -> str:
     """Where the model's weights came from, as the terminal, report and ground truth say it."""
+    from anpred.interchange.user_module import is_module_source
     from anpred.pipeline.run import is_onnx_path
 
     if options.get("weights"):
         return str(options["weights"])
     if is_onnx_path(str(options["model"])):
         return "from the ONNX file"
+    if is_module_source(str(options["model"])):
+        return f"the module's own (torch seeded {options['seed']} while building it)"
     return f"seeded (seed {options['seed']})"
 
 

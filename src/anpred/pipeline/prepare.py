@@ -1,6 +1,7 @@
 """``python -m anpred.pipeline.prepare JOB.json``: the export job, in its own process.
 
-A zoo model is exported with torch (cached); a user's ONNX file gets its anchors added.
+A zoo model is exported with torch (cached), a user's torch module likewise (into the run
+directory); a user's ONNX file gets its anchors added.
 The job runs like a participant's worker (:mod:`anpred.execution.pool` starts it, with a
 timeout): it keeps its ``status`` record in the job's folder up to date (state, step), and
 finishes with ``state: ok`` and the export record under ``export``, or ``state: error`` and
@@ -38,6 +39,20 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
             Path(record) if record else None,
             request.get("stages"),
             request.get("granularity") or "stage",
+            Path(packing) if (packing := request.get("packing_record")) else None,
+        )
+        return export.to_dict()
+    if request.get("module"):
+        from anpred.interchange.input_shapes import parse_input_shapes
+        from anpred.interchange.module_export import export_user_module
+
+        export = export_user_module(
+            request["module"],
+            Path(request["folder"]),
+            request.get("granularity") or "stage",
+            request.get("anchors") or (),
+            int(request.get("seed", 0)),
+            parse_input_shapes(request.get("input_shapes") or ()),
             Path(packing) if (packing := request.get("packing_record")) else None,
         )
         return export.to_dict()

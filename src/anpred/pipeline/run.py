@@ -32,6 +32,7 @@ from anpred.execution.pool import (
 from anpred.execution.slots import AUTO, Parallel, describe_auto, resolve, run_need
 from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.user_module import check_module_source, is_module_source, resolved_source
 from anpred.library.descriptor import Loads
 from anpred.participants import (
     REFERENCE32,
@@ -94,7 +95,9 @@ def check_out_dir(out: Path, options: RunOptions) -> bool:
 
 
 def is_onnx_path(model: str) -> bool:
-    """Whether ``model`` names an ONNX file rather than a zoo model."""
+    """Whether ``model`` names an ONNX file rather than a zoo model or a torch module."""
+    if is_module_source(model):
+        return False
     return model.endswith(".onnx") or os.sep in model
 
 
@@ -224,6 +227,18 @@ def export_model(
                 "packing_record": str(store.packing_path.resolve()),
                 "stages": options.stages,
                 "granularity": options.granularity,
+            }
+        )
+    elif is_module_source(options.model):
+        say(f"export {options.model} to ONNX with {options.granularity} anchors")
+        request.update(
+            {
+                "module": resolved_source(options.model),
+                "folder": str(store.model_dir.resolve()),
+                "granularity": options.granularity,
+                "seed": options.seed,
+                "input_shapes": list(options.input_shapes),
+                "packing_record": str(store.packing_path.resolve()),
             }
         )
     else:
@@ -461,9 +476,10 @@ def model_job(
     from anpred.backends.base import ModelJob
     from anpred.execution.transform import TRANSFORMS_KEY
 
-    zoo = None if is_onnx_path(model) else model
+    module = model if is_module_source(model) else None
+    zoo = None if is_onnx_path(model) or module else model
     job: dict[str, Any] = {
-        "model": ModelJob(export, zoo, weights, seed).to_dict(),
+        "model": ModelJob(export, zoo, weights, seed, module).to_dict(),
         "inputs": str(inputs),
     }
     if transforms:
@@ -685,7 +701,12 @@ def run(
         )
     if REFERENCE32 not in [p.name for p in participants]:
         participants.insert(0, parse_participant(REFERENCE32))
-    if not is_onnx_path(options.model):
+    if is_module_source(options.model):
+        check_module_source(options.model)
+        if options.weights is not None:
+            raise UsageError("--weights applies to zoo models: load a checkpoint in your module")
+        preprocessing = size = None
+    elif not is_onnx_path(options.model):
         from anpred.zoo.registry import get_model
 
         spec = get_model(options.model)
