@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from anpred.errors import MissingTranslatorError
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.registry import NodeCall, lookup
 
@@ -120,7 +121,8 @@ class GraphProgram:
             injection into an op's operands).
 
     Raises:
-        MissingTranslatorError: When a node's op has no translator for the library.
+        MissingTranslatorError: When a node's op has no translator for the library (every
+            op outside ONNX's default domain has none).
     """
 
     def __init__(
@@ -174,6 +176,10 @@ class GraphProgram:
                 output_shapes=shapes_out,
                 library=adapter.name,
             )
+            if node.domain not in ("", "ai.onnx"):  # translators are for ONNX's own ops
+                raise MissingTranslatorError(
+                    f"{node.domain}.{node.op_type}", self.opset, call.name, adapter.name
+                )
             fn = lookup(adapter.name, node.op_type, self.opset, call.name)
             self._steps.append(_Step(call, tuple(node.input), tuple(node.output), fn))
         for step in self._steps:

@@ -155,13 +155,14 @@ def test_adapter_rejects_unknown_settings(settings: dict) -> None:
 
 
 def test_missing_translator_names_op_and_library() -> None:
-    node = helper.make_node("Cos", ["x"], ["y"])
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")
     graph = helper.make_graph(
-        [node], "cos", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [node], "custom", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
     )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(MissingTranslatorError, match="Cos.*torch"):
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    with pytest.raises(MissingTranslatorError, match="NoSuchOp.*torch"):
         GraphProgram(model, make_adapter())
 
 

@@ -26,14 +26,20 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         The adapter.
     """
     from anpred.translate.torch import (  # noqa: F401 - importing registers the translators
+        ops_activation,
+        ops_attention,
         ops_conv_transpose,
         ops_elementwise,
+        ops_index,
         ops_linear,
+        ops_math,
         ops_nn,
+        ops_norm,
         ops_pool,
         ops_recurrent,
         ops_reduce,
         ops_resize,
+        ops_spatial,
         ops_tensor,
     )
     from anpred.translate.torch.adapter import TorchAdapter

@@ -1,4 +1,4 @@
-"""Pooling torch translators (NCHW): MaxPool, AveragePool, GlobalAveragePool.
+"""Pooling torch translators (NCHW): MaxPool, AveragePool, LpPool and the global pools.
 
 When the ONNX window geometry fits a torch pooling kernel (symmetric pads of at most half
 the window) the kernel is called directly, ``ceil_mode`` included. Otherwise the input is
@@ -156,3 +156,31 @@ def _window_sum(t: Tensor, win: _Window) -> Tensor:
 def global_average_pool(call: NodeCall, x: Tensor) -> Tensor:
     """ONNX GlobalAveragePool: the mean over all spatial axes, kept as size-1 axes."""
     return _ADAPTIVE_AVG[x.ndim - 2](x, 1)
+
+
+@register(_LIB, "GlobalMaxPool")
+def global_max_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX GlobalMaxPool: the maximum over all spatial axes, kept as size-1 axes."""
+    return torch.amax(x, dim=tuple(range(2, x.ndim)), keepdim=True)
+
+
+@register(_LIB, "LpPool")
+def lp_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX LpPool ``(sum |x|^p)^(1/p)`` over each window (zero pads count as 0).
+
+    ``F.lp_pool*d`` takes no pads or dilations and clamps negative sums with ReLU: the
+    windows are summed from strided views of the padded ``|x|^p`` instead (as dilated
+    average pools are).
+    """
+    win = _Window(call, list(x.shape[2:]))
+    p = float(call.attr("p", 2))
+    powered = F.pad(torch.pow(torch.abs(x), p), torch_pad(win.begin, win.extended_end()))
+    return torch.pow(_window_sum(powered, win), 1.0 / p)
+
+
+@register(_LIB, "GlobalLpPool")
+def global_lp_pool(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX GlobalLpPool: the p-norm over all spatial axes, kept as size-1 axes."""
+    p = float(call.attr("p", 2))
+    dims = tuple(range(2, x.ndim))
+    return torch.linalg.vector_norm(x, ord=p, dim=dims, keepdim=True)

@@ -103,7 +103,7 @@ def gather(call: NodeCall, x: Tensor, indices: Tensor) -> Tensor:
     indices = indices.to(torch.int64)
     indices = torch.where(indices < 0, indices + x.shape[axis], indices)
     picked = torch.index_select(x, axis, indices.reshape(-1))
-    return picked.reshape(*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :])
+    return picked.reshape((*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]))
 
 
 @register(_LIB, "Reshape")
