@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import re
 import subprocess
 import sys
@@ -123,3 +125,147 @@ def test_the_readme_example_runs(
     assert re.search(r"exit code [01] - \d+ findings", out)
     assert "onnxruntime ok" in out and "torch ok" in out
     assert (tmp_path / "runs" / "tiny" / "deviations.parquet").exists()
+
+
+def _run_subparser() -> argparse.ArgumentParser:
+    """The ``run`` subcommand's parser, as ``anpred`` builds it."""
+    from anpred.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def test_every_run_flag_is_an_api_keyword_of_the_same_name_and_default() -> None:
+    from anpred.api import API_ONLY, NEGATED
+
+    flags: dict[str, object] = {}
+    for action in _run_subparser()._actions:
+        if action.dest in ("help", "debug", "model"):  # help/--debug: the CLI's own
+            continue
+        if action.dest in NEGATED:  # --no-drill (default False) is drill=True
+            flags[NEGATED[action.dest]] = not action.default
+        else:
+            flags[action.dest] = action.default
+    parameters = inspect.signature(anpred.run).parameters
+    keywords = {
+        name: p.default
+        for name, p in parameters.items()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD and name not in ("model", *API_ONLY)
+    }
+    assert sorted(set(flags) - set(keywords)) == [], "flags without a keyword"
+    assert sorted(set(keywords) - set(flags)) == [], "keywords without a flag"
+    differ = {n: (flags[n], keywords[n]) for n in flags if flags[n] != keywords[n]}
+    assert differ == {}, "defaults differ (flag, keyword)"
+
+
+def test_run_flags_reach_the_pipeline_from_the_api_as_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anpred.pipeline import run as pipeline
+
+    calls: list[tuple[object, dict[str, object]]] = []
+
+    def fake_run(settings: object, directory: Path, **kwargs: object) -> object:
+        calls.append((settings, kwargs))
+        golden = anpred.load(GOLDEN)
+        return pipeline.RunOutcome(golden.dir, golden.summary, 0)
+
+    monkeypatch.setattr(pipeline, "run", fake_run)
+    anpred.run(
+        "tiny.onnx",
+        out=tmp_path / "run",
+        progress=None,
+        max_memory="2G",
+        export_timeout=60,
+        parallel=2,
+        isolation=False,
+        mean=[0.5, 0.5, 0.5],
+        std="0.25",
+        input_shape="1x3x32x32",
+        image=["a.jpg"],
+        keep_captures="all",
+    )
+    settings, kwargs = calls[-1]
+    assert kwargs["max_memory"] == 2 * 2**30 and kwargs["export_timeout"] == 60.0
+    assert kwargs["parallel"] == 2 and kwargs["keep_captures"] == "all"
+    assert settings.isolation is False and settings.mean == (0.5, 0.5, 0.5)  # type: ignore[attr-defined]
+    assert settings.std == (0.25,) and settings.input_shapes == ("1x3x32x32",)  # type: ignore[attr-defined]
+    assert settings.image_paths == ("a.jpg",)  # type: ignore[attr-defined]
+    anpred.run("tiny.onnx", out=tmp_path / "run", progress=None, max_memory="none")
+    assert calls[-1][1]["max_memory"] is None
+    anpred.run("tiny.onnx", out=tmp_path / "run", progress=None)
+    assert calls[-1][1]["max_memory"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"threads": "2"}, "threads must be an integer"),
+        ({"granularity": "block"}, "granularity must be one of stage, layer"),
+        ({"max_memory": "lots"}, "'lots' is not a size"),
+        ({"isolation": "yes"}, "isolation must be True or False"),
+        ({"example_inputs": 3}, "example_inputs goes with a torch.nn.Module"),
+        ({"mean": ["a"]}, "mean takes numbers"),
+    ],
+)
+def test_keywords_are_checked_as_the_flags_are(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message) as err:
+        anpred.run("tiny.onnx", out=tmp_path / "run", **kwargs)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+def test_a_module_class_defined_in_main_is_refused_in_one_line(tmp_path: Path) -> None:
+    code = (
+        "import torch, anpred\n"
+        "from anpred.errors import UsageError\n"
+        "class Net(torch.nn.Linear):\n"
+        "    pass\n"
+        "try:\n"
+        "    anpred.run(Net(4, 2), example_inputs=torch.zeros(1, 4), out='run', libs='torch')\n"
+        "except UsageError as err:\n"
+        "    print('refused:', err)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert "refused: the module's class Net is defined in __main__" in proc.stdout
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_torch_module_runs_from_python_with_its_example_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "interchange"))
+    from user_modules import SmallCnn, Tokens
+
+    torch.manual_seed(0)
+    run = anpred.run(
+        SmallCnn(),
+        example_inputs=torch.zeros(1, 3, 32, 32),
+        libs="torch,onnxruntime",
+        images=1,
+        out=tmp_path / "cnn",
+        progress=None,
+        drill=False,
+    )
+    assert [a.key for a in run.anchors] == [
+        "stem.0", "stem.1", "body.0", "body.1", "body.2", "pool", "output",
+    ]  # fmt: skip
+    assert {p.participant: p.status for p in run.participants} == {
+        "torch": Status.OK, "onnxruntime": Status.OK,
+    }  # fmt: skip
+    assert run.exit_code == 0 and not run.findings
+    # named inputs of two dtypes, layer anchors, the token ids' range given as on the CLI
+    example = {"ids": torch.randint(0, 50, (1, 8)), "scale": torch.rand(1, 8, 1)}
+    run = anpred.run(
+        Tokens(), example_inputs=example,
+        libs="torch,onnxruntime", images=1, out=tmp_path / "tokens", progress=None,
+        granularity="layer", input_range="ids=0,50",
+    )  # fmt: skip
+    assert run.anchors[0].key == "emb" and run.anchors[-1].key == "output"
+    assert all(p.status is Status.OK for p in run.participants)
