@@ -66,7 +66,7 @@ def test_the_stage_plan_opens_containers_and_drops_anchors_that_repeat_a_tensor(
         "stem.0", "stem.1", "body.0", "body.1", "body.2", "drop", "pool", "head",
     ]  # fmt: skip
     plan = module_plan(model, "stage", (torch.randn(1, 3, 16, 16),))
-    # eval-mode Dropout returns its input (body.2's tensor) and head returns the output
+    # eval-mode Dropout returns its own input, and head returns the output
     assert [a.name for a in plan] == [
         "stem.0", "stem.1", "body.0", "body.1", "body.2", "pool", "output",
     ]  # fmt: skip

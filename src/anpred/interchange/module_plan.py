@@ -6,10 +6,10 @@
 ``layer``: the children of each stage anchor (a stage anchor without children stays).
 
 One forward pass on the example inputs keeps the candidates that make sense as anchors,
-in the order they run: called exactly once, returning at least one tensor, and not
-returning a tensor an earlier anchor or the model's output already is (an eval-mode
-``Dropout`` returns its input; a last ``fc`` returns the output). The final output is
-the ``output`` anchor, as for every model.
+in the order they run: called exactly once, returning at least one tensor, not returning
+its own input (an eval-mode ``Dropout``, an ``Identity``) and not returning a tensor an
+earlier anchor or the model's output already is (a last ``fc`` returns the output). The
+final output is the ``output`` anchor, as for every model.
 """
 
 from __future__ import annotations
@@ -68,11 +68,14 @@ def module_plan(
     calls: dict[str, int] = {}
     outputs: dict[str, list[Any]] = {}
     order: list[str] = []
+    passing: set[str] = set()  # modules that returned their own input
 
     def hook(path: str) -> Any:
-        def record(_module: Any, _inputs: Any, output: Any) -> None:
+        def record(_module: Any, given: Any, output: Any) -> None:
             calls[path] = calls.get(path, 0) + 1
             outputs[path] = flatten_tensors(output)
+            if {id(t) for t in outputs[path]} & {id(t) for t in flatten_tensors(given)}:
+                passing.add(path)
             if path not in order:
                 order.append(path)
 
@@ -94,7 +97,8 @@ def module_plan(
     anchors = []
     for path in order:
         tensors = outputs[path]
-        if calls[path] != 1 or not tensors or any(id(t) in seen for t in tensors):
+        repeated = path in passing or any(id(t) in seen for t in tensors)
+        if calls[path] != 1 or not tensors or repeated:
             continue
         seen.update(id(t) for t in tensors)
         anchors.append(Anchor(path, path, path.split(".")[0]))
