@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anpred.errors import UsageError
-from anpred.library import Library, get_library, libraries
+from anpred.library import Library, Precision, get_library, libraries
+from anpred.library.precision import FP32, ideal_reference
 
 
 class _LibraryView(Mapping[str, Any]):
@@ -76,6 +77,8 @@ CONFIGURATIONS: Mapping[str, Mapping[str, Mapping[str, Any]]] = _LibraryView(
 REFERENCE64 = "torch[fp64]"
 #: The fp32 reference participant (its deviation from fp64 is the noise floor).
 REFERENCE32 = "torch"
+#: Separates a faulty participant's name from its fault label (``paddle!bf16@neck.p4``).
+FAULT_MARK = "!"
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ def runtime_participants() -> list[Participant]:
     default configuration.
 
     Raises:
-        UsageError: None is built (``make env``).
+        UsageError: None is built (``make runtimes``).
     """
     from anpred.library import Loads
 
@@ -146,7 +149,7 @@ def runtime_participants() -> list[Participant]:
     if runtimes and not found:
         raise UsageError(
             f"no deployment runtime is installed ({', '.join(lib.name for lib in runtimes)}); "
-            "build their environments with: make env"
+            "build their environments with: make runtimes"
         )
     return found
 
@@ -182,3 +185,27 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
                 f"install it with: {get_library(p.library).install_hint()}"
             )
     return participants
+
+
+def precision_of(name: str) -> Precision:
+    """The precision ``name`` declares in its library descriptor (a faulty participant's is
+    its clean participant's; a name no registered library knows is fp32).
+    """
+    try:
+        participant = parse_participant(name.split(FAULT_MARK, 1)[0])
+    except UsageError:
+        return Precision()
+    return get_library(participant.library).precision(participant.config)
+
+
+def precision_classes(names: Sequence[str]) -> dict[str, str]:
+    """``{participant: the precision class it is judged in}`` for ``names``."""
+    return {name: precision_of(name).judged_class for name in names}
+
+
+def ideal_participants(participants: Sequence[Participant]) -> list[Participant]:
+    """The ideal references the reduced-precision classes among ``participants`` need
+    (``torch[ideal-bf16]``...), in the order their classes first appear.
+    """
+    classes = dict.fromkeys(precision_of(p.name).judged_class for p in participants)
+    return [parse_participant(ideal_reference(c)) for c in classes if c != FP32]

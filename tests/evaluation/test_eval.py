@@ -103,8 +103,9 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
     assert "## Severity curves" in text and "detects half from" in text
     assert (out / "plots" / "severity.png").stat().st_size > 1000
     # the configuration study: clean participants linked, only the configurations ran;
-    # jax computing in bfloat16 deviates (relative error ~4e-3 against fp32 noise ~1e-7),
-    # onnxruntime without graph optimizations does not
+    # jax computing in bfloat16 is judged in its precision class, against the ideal bf16
+    # reference (its error ~4e-3 is what correct bf16 arithmetic costs: measured 1.1-1.4x
+    # the ideal's on this model, under CLASS_FACTOR 3), so neither configuration deviates
     study = out / "tiny" / "configurations"
     assert (study / "captures" / "jax").is_symlink()
     assert not (study / "captures" / "jax[bf16]").is_symlink()
@@ -114,8 +115,9 @@ def test_tiny_grid_end_to_end(tmp_path) -> None:
         for line in section.splitlines()
         if line.startswith(f"| {model} |")
     }
-    assert set(rows) == {"onnxruntime[O0]", "jax[bf16]"}
-    assert "**yes**" in rows["jax[bf16]"] and "| no (0/" in rows["onnxruntime[O0]"]
+    assert set(rows) == {"onnxruntime[O0]", "jax[bf16] (bf16)"}
+    assert "| no (0/" in rows["jax[bf16] (bf16)"] and "| no (0/" in rows["onnxruntime[O0]"]
+    assert (study / "captures" / "torch_ideal-bf16").is_dir()  # the ideal bf16 reference ran
     assert (out / "plots" / "configurations.png").stat().st_size > 1000
     # an interrupted study resumes: finished configuration workers are not run again
     (study / "summary.json").unlink()

@@ -55,6 +55,11 @@ def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> No
     assert summary["oracle"].pop("threshold_rule") == "fixed"
     import json
 
+    # issue 35 adds the precision classes: every participant of the golden run is fp32
+    precision = summary.pop("precision")
+    assert set(precision["classes"]) == {"fp32"}
+    assert {p["class"] for p in precision["participants"].values()} == {"fp32"}
+    assert {f["metrics"].pop("precision") for f in summary["findings"]} == {"fp32"}
     expected = json.loads((GOLDEN / "summary.json").read_text())
     # the one intended change since: an ONNX file's weights are its own, not seeded (issue 12)
     assert expected["model"]["weights"] == "seeded (seed 0)"
@@ -62,5 +67,9 @@ def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> No
     assert expected["findings"], "the golden run must have findings to compare"
     _assert_same(summary, expected)
     got_rows = pq.read_table(run_dir / "deviations.parquet").to_pylist()
+    for row in got_rows:  # issue 35's columns: the class, the introduced error's floor
+        assert row.pop("precision") == "fp32"
+        floor = row.pop("introduced_floor")
+        assert floor is None or floor > 0
     expected_rows = pq.read_table(GOLDEN / "deviations.parquet").to_pylist()
     _assert_same(got_rows, expected_rows)

@@ -33,6 +33,11 @@ for resnet50's 7 anchors × 6 participants × 2 inputs. ``T_a`` never goes below
 :data:`MIN_FACTOR` (a finding stays above the noise floor itself, as ``DESIGN.md``
 requires) and an anchor with fewer than :data:`MIN_SAMPLES` finite ratios keeps the fixed
 factor (the fallback the summary names).
+
+**Precision classes.** A reduced-precision class (``bf16``...) is calibrated the same way
+from its clean members' ratios to its own floor, the ideal reference's distance from fp64
+(:mod:`anpred.analysis.oracle`): :attr:`Calibration.classes` holds its factors per anchor;
+a class or anchor without one keeps ``CLASS_FACTOR``.
 """
 
 from __future__ import annotations
@@ -151,6 +156,35 @@ def noise_ratio(deviation: float, floor: float, resolution: float) -> float:
 
 
 @dataclass(frozen=True)
+class ClassThresholds:
+    """The calibrated factors of one reduced-precision class.
+
+    Attributes:
+        anchors: ``{anchor: threshold}`` of its members' distances from fp64 over the ideal
+            reference's.
+        introduced: ``{anchor: threshold}`` of their introduced errors over the ideal's.
+    """
+
+    anchors: Mapping[str, AnchorThreshold] = field(default_factory=dict)
+    introduced: Mapping[str, AnchorThreshold] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "anchors": {a: t.to_dict() for a, t in self.anchors.items()},
+            "introduced": {a: t.to_dict() for a, t in self.introduced.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClassThresholds:
+        """Read the JSON form."""
+        return cls(
+            {a: AnchorThreshold.from_dict(t) for a, t in data.get("anchors", {}).items()},
+            {a: AnchorThreshold.from_dict(t) for a, t in data.get("introduced", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Per-anchor factors for the noise criteria of one model and participant set.
 
@@ -167,6 +201,8 @@ class Calibration:
         version: :data:`VERSION`.
         source: Where the judged run got it (``cache:PATH``, ``file:PATH``; empty when it
             was attached by ``anpred eval`` or by hand).
+        classes: ``{reduced precision class: its thresholds}`` (ratios to the class's
+            ideal reference).
     """
 
     anchors: Mapping[str, AnchorThreshold]
@@ -180,6 +216,15 @@ class Calibration:
     rule: str = RULE
     version: int = VERSION
     source: str = ""
+    classes: Mapping[str, ClassThresholds] = field(default_factory=dict)
+
+    def class_factor(self, precision: str, anchor: str, introduced: bool = False) -> float | None:
+        """A reduced class's calibrated factor at ``anchor`` (``None``: the fixed one)."""
+        found = self.classes.get(precision)
+        if found is None:
+            return None
+        entry = (found.introduced if introduced else found.anchors).get(anchor)
+        return entry.factor if entry else None
 
     def factor(self, anchor: str) -> float | None:
         """The calibrated factor of ``anchor``'s deviations (``None``: fixed rule)."""
@@ -205,6 +250,8 @@ class Calibration:
             "anchors": {a: t.to_dict() for a, t in self.anchors.items()},
             "introduced": {a: t.to_dict() for a, t in self.introduced.items()},
         }
+        if self.classes:
+            record["classes"] = {c: t.to_dict() for c, t in self.classes.items()}
         if self.source:
             record["source"] = self.source
         return record
@@ -234,6 +281,9 @@ class Calibration:
                 false_alarm=float(data["false_alarm"]),
                 confidence=float(data["confidence"]),
                 source=str(data.get("source", "")),
+                classes={
+                    c: ClassThresholds.from_dict(t) for c, t in data.get("classes", {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise UsageError(f"malformed calibration record ({err.__class__.__name__})") from None
@@ -250,6 +300,10 @@ class Calibration:
             "factor": {a: t.factor for a, t in self.anchors.items()},
             "introduced_factor": {a: t.factor for a, t in self.introduced.items()},
         }
+        if self.classes:
+            compact["class_factor"] = {
+                c: {a: t.factor for a, t in ct.anchors.items()} for c, ct in self.classes.items()
+            }
         if self.source:
             compact["source"] = self.source
         return compact
@@ -269,8 +323,9 @@ def calibrate_rows(
 
     Args:
         rows: One row per (participant, anchor, input) with ``metric``, ``noise_floor``,
-            ``introduced`` and ``pairwise`` (the columns the analysis writes). Every
-            participant in them must be a legitimate fp32 implementation.
+            ``introduced``, ``introduced_floor``, ``precision`` and ``pairwise`` (the
+            columns the analysis writes). Every participant in them must be a legitimate
+            implementation of its precision class.
         reference: The fp32 reference participant (its introduced error is the floor of
             the introduced errors; its own ratio, 1 by construction, is left out).
         metric: The primary metric.
@@ -284,20 +339,37 @@ def calibrate_rows(
     """
     if any(r.get("pairwise") for r in rows):
         raise UsageError("calibration needs three or more clean participants, not a pair")
+    fp32 = [r for r in rows if _class(r) == "fp32"]
     ratios: dict[str, list[float]] = {}
     floor_introduced = {
         (r["anchor"], r["input"]): r.get("introduced")
-        for r in rows
+        for r in fp32
         if r["participant"] == reference
     }
     introduced: dict[str, list[float]] = {}
-    for r in rows:
+    for r in fp32:
         value, floor = r.get(metric), r.get("noise_floor")
         anchor = r["anchor"]
         ratios.setdefault(anchor, []).append(noise_ratio(_num(value), _num(floor), resolution))
         if r["participant"] != reference:
             own, ref = r.get("introduced"), floor_introduced.get((anchor, r["input"]))
             introduced.setdefault(anchor, []).append(noise_ratio(_num(own), _num(ref), resolution))
+    classes: dict[str, ClassThresholds] = {}
+    for judged in dict.fromkeys(_class(r) for r in rows if _class(r) != "fp32"):
+        members = [r for r in rows if _class(r) == judged]
+        deviation: dict[str, list[float]] = {}
+        stage: dict[str, list[float]] = {}
+        for r in members:
+            deviation.setdefault(r["anchor"], []).append(
+                noise_ratio(_num(r.get(metric)), _num(r.get("noise_floor")), resolution)
+            )
+            stage.setdefault(r["anchor"], []).append(
+                noise_ratio(_num(r.get("introduced")), _num(r.get("introduced_floor")), resolution)
+            )
+        classes[judged] = ClassThresholds(
+            {a: fit_threshold(v, false_alarm, confidence) for a, v in deviation.items()},
+            {a: fit_threshold(v, false_alarm, confidence) for a, v in stage.items()},
+        )
     return Calibration(
         anchors={a: fit_threshold(v, false_alarm, confidence) for a, v in ratios.items()},
         introduced={a: fit_threshold(v, false_alarm, confidence) for a, v in introduced.items()},
@@ -307,7 +379,13 @@ def calibrate_rows(
         model=model,
         false_alarm=false_alarm,
         confidence=confidence,
+        classes=classes,
     )
+
+
+def _class(row: Mapping[str, Any]) -> str:
+    """A deviation row's precision class (rows written before classes existed: fp32)."""
+    return str(row.get("precision") or "fp32")
 
 
 def _num(value: Any) -> float:

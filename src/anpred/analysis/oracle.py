@@ -48,6 +48,22 @@ blind to element permutations; judging on all of them would multiply false posit
 They are judged by the same rule and reported as corroborating evidence
 (:attr:`Verdict.corroborating`).
 
+**Precision classes.** Participants are judged within the precision class their
+configuration declares (:mod:`anpred.library.precision`): the consensus, the population
+and the noise floor above are those of the **fp32** class (the fp32 reference's and every
+other fp32 participant's), so a bf16 configuration's spread never raises an fp32
+library's threshold. A **reduced-precision** class (``bf16``, ``fp16``, ...) is judged
+against its **ideal reference** (the fp64 model with operator results rounded to the
+format, :mod:`anpred.translate.torch.emulation`): a member's deviation is its distance from
+the fp64 reference, the class's floor is the ideal reference's distance from it (the error
+of correct arithmetic of that format), and a deviation is above noise when it exceeds
+``CLASS_FACTOR`` (or the anchor's calibrated class factor) times that floor. A class of
+three or more members also needs the deviation to be a robust outlier of the class's
+population (the rule above); a smaller class is judged by its floor alone. Introduced
+errors are judged per class the same way (the ideal reference's own introduced error is
+the class's floor). A class whose ideal reference has no capture is not judged (the run
+says so).
+
 **Two participants.** With two participants the consensus is their midpoint and both
 deviate from it equally, so no population can single one out: the method degenerates to a
 pairwise comparison. The verdict then says so (``pairwise=True``); the pair is
@@ -58,7 +74,7 @@ participant farther from the fp64 reference.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +92,7 @@ from anpred.analysis.metrics import (
 )
 from anpred.analysis.onepass import measure_anchor
 from anpred.analysis.verdict import (
+    CLASS_FLOOR_CRITERIA,
     PAIRWISE_CRITERIA,
     POPULATION_CRITERIA,
     Criterion,
@@ -83,6 +100,7 @@ from anpred.analysis.verdict import (
     Verdict,
 )
 from anpred.errors import UsageError
+from anpred.library.precision import FP32, ideal_class, ideal_reference
 
 OUTLIER_K = 3.5
 """Outlier cut-off in robust standard deviations (1.4826 · MAD).
@@ -115,6 +133,19 @@ MAD_TO_SIGMA = 1.4826
 PRIMARY_METRIC = "rel_l2"
 """The metric that decides verdicts (see the module docstring for why)."""
 
+CLASS_FACTOR = 3.0
+"""How many times its class's ideal floor a reduced-precision deviation must exceed.
+
+The ideal reference computes every operator exactly and rounds its result once, the least
+error arithmetic of that format can have per operator; a correct implementation rounds
+at other points (fused operators, bf16 kept only for conv/matmul operands, folded batch
+norms) and lands near it. Measured (``docs/oracle.md``, "Precision classes"): torch's
+autocast bf16 against the ideal bf16 reference, at every stage anchor of resnet50,
+yolov8n, convnext_tiny and vit_b_16, 0.5-1.6 times the ideal's error. 3 keeps
+legitimate implementations out with a margin of about 2, while a stage computed with a
+coarser format or accumulator (fp16 where bf16 is declared, bf16 accumulation over
+hundreds of terms) is several times worse."""
+
 INTRODUCED_METRIC = "rel_l2"
 """What introduced errors are: stage isolation computes them with
 :func:`~anpred.analysis.metrics.relative_l2`, whatever the primary metric, so they are
@@ -137,6 +168,8 @@ class OracleParams:
         calibration: Per-anchor noise factors of the primary metric and of introduced
             errors (:mod:`anpred.analysis.calibration`); an anchor it has no factor for,
             and every anchor when it is ``None``, uses ``noise_factor``.
+        class_factor: :data:`CLASS_FACTOR` (reduced-precision classes without a
+            calibrated factor).
     """
 
     outlier_k: float = OUTLIER_K
@@ -146,6 +179,7 @@ class OracleParams:
     metrics: tuple[str, ...] | None = None
     resolution: Mapping[str, float] = field(default_factory=dict)
     calibration: Calibration | None = None
+    class_factor: float = CLASS_FACTOR
 
     @property
     def threshold_rule(self) -> str:
@@ -162,6 +196,17 @@ class OracleParams:
         cal = self.calibration
         found = cal.introduced_factor(anchor) if cal is not None else None
         return self.noise_factor if found is None else found
+
+    def factor_of(self, precision: str, anchor: str, introduced: bool = False) -> float:
+        """The noise factor of ``precision``'s class at ``anchor`` (of its introduced errors
+        when ``introduced``): the fp32 factors above, or a reduced class's (calibrated, else
+        ``class_factor``).
+        """
+        if precision == FP32:
+            return self.introduced_factor(anchor) if introduced else self.factor(anchor)
+        cal = self.calibration
+        found = cal.class_factor(precision, anchor, introduced) if cal is not None else None
+        return self.class_factor if found is None else found
 
     def metric_names(self) -> tuple[str, ...]:
         """Return the metrics to compute, primary first."""
@@ -183,6 +228,8 @@ class Deviation:
         metrics: ``{metric: value}`` against the consensus.
         vs_fp64: ``{metric: value}`` against the fp64 reference.
         non_finite: Elements that are NaN/inf in the capture but finite in fp64.
+        precision: The participant's precision class; in a reduced class ``metrics`` are
+            its distances from the fp64 reference (see the module docstring).
     """
 
     participant: str
@@ -191,6 +238,7 @@ class Deviation:
     metrics: Mapping[str, float]
     vs_fp64: Mapping[str, float]
     non_finite: int = 0
+    precision: str = FP32
 
 
 @dataclass(frozen=True)
@@ -206,6 +254,8 @@ class AnchorEvidence:
         consensus_vs_fp64: ``{metric: consensus vs fp64 reference}``; when a finding's
             own distance from fp64 is far smaller, the majority shares an error and the
             flagged participant is the accurate one (see ``Verdict.closer_to_fp64``).
+        class_floors: ``{reduced class: {metric: its ideal reference vs fp64}}``.
+        class_sizes: ``{reduced class: members}``.
     """
 
     anchor: str
@@ -214,6 +264,8 @@ class AnchorEvidence:
     noise_floor: Mapping[str, float]
     participants: int
     consensus_vs_fp64: Mapping[str, float] = field(default_factory=dict)
+    class_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    class_sizes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def pairwise(self) -> bool:
@@ -268,6 +320,7 @@ def assess(
     fp64_reference: np.ndarray,
     *,
     params: OracleParams | None = None,
+    classes: Mapping[str, str] | None = None,
 ) -> AnchorEvidence:
     """Phase 1: deviations of every participant at one anchor for one input.
 
@@ -275,21 +328,26 @@ def assess(
         anchor: Anchor name.
         input_id: Input identifier.
         captures: ``{participant: aligned capture}``, all of the fp64 reference's shape;
-            the fp32 reference participant is one of them.
+            the fp32 reference participant is one of them, and so are the ideal
+            references (``torch[ideal-bf16]``) of the reduced-precision classes judged.
         fp32_reference: The reference model's fp32 capture (usually the same array as
             one of ``captures``; then its distances are not computed twice).
         fp64_reference: The reference model's fp64 capture.
         params: Oracle parameters (which metrics to compute).
+        classes: ``{participant: precision class}``; a participant not in it is fp32.
 
     Returns:
-        The deviation records and the noise floor.
+        The deviation records, the noise floor and the reduced classes' floors.
 
     Raises:
-        UsageError: With fewer than two participants.
+        UsageError: With fewer than two fp32 participants and no reduced-precision one.
         AlignmentError: When a capture does not have the reference shape.
     """
     params = params or OracleParams()
-    if len(captures) < 2:
+    classes = classes or {}
+    member = {p: classes.get(p, FP32) for p in captures if ideal_class(p) is None}
+    fp32_names = [p for p, c in member.items() if c == FP32]
+    if len(fp32_names) < 2 and len(fp32_names) == len(member):
         raise UsageError(
             f"anchor {anchor}: the oracle needs at least two participants, got {list(captures)}"
         )
@@ -299,25 +357,61 @@ def assess(
     arrays = {
         p: _as_float(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
-    measured = measure_anchor(metrics, arrays, fp64)  # all metrics in one blocked pass
-    deviations = tuple(
-        Deviation(
-            participant=p,
-            anchor=anchor,
-            input_id=input_id,
-            metrics=measured.vs_consensus[p],
-            vs_fp64=measured.vs_fp64[p],
-            non_finite=_new_non_finite(x, fp64),
-        )
-        for p, x in arrays.items()
-    )
-    if reference_name is not None:
-        noise_floor = next(d.vs_fp64 for d in deviations if d.participant == reference_name)
-    else:
+    deviations: list[Deviation] = []
+    noise_floor: Mapping[str, float] | None = None
+    consensus_vs_fp64: Mapping[str, float] = {}
+    if len(fp32_names) >= 2:
+        # all metrics in one blocked pass
+        measured = measure_anchor(metrics, {p: arrays[p] for p in fp32_names}, fp64)
+        deviations += [
+            Deviation(
+                p,
+                anchor,
+                input_id,
+                measured.vs_consensus[p],
+                measured.vs_fp64[p],
+                _new_non_finite(arrays[p], fp64),
+            )
+            for p in fp32_names
+        ]
+        consensus_vs_fp64 = measured.consensus_vs_fp64
+        if reference_name in fp32_names:
+            noise_floor = measured.vs_fp64[reference_name]
+    if noise_floor is None:
         fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
         noise_floor = _against(metrics, _transformed(metrics, fp32), _transformed(metrics, fp64))
+    class_floors: dict[str, Mapping[str, float]] = {}
+    class_sizes: dict[str, int] = {}
+    for judged in dict.fromkeys(c for c in member.values() if c != FP32):
+        ideal = ideal_reference(judged)
+        if ideal not in arrays:  # no ideal reference: the class is not judged
+            continue
+        names = [p for p, c in member.items() if c == judged]
+        group = {**{p: arrays[p] for p in names}, ideal: arrays[ideal]}
+        vs_fp64 = measure_anchor(metrics, group, fp64).vs_fp64
+        class_floors[judged] = vs_fp64[ideal]
+        class_sizes[judged] = len(names)
+        deviations += [
+            Deviation(
+                p,
+                anchor,
+                input_id,
+                vs_fp64[p],
+                vs_fp64[p],
+                _new_non_finite(arrays[p], fp64),
+                judged,
+            )
+            for p in names
+        ]
     return AnchorEvidence(
-        anchor, input_id, deviations, dict(noise_floor), len(arrays), measured.consensus_vs_fp64
+        anchor,
+        input_id,
+        tuple(deviations),
+        dict(noise_floor),
+        len(fp32_names),
+        consensus_vs_fp64,
+        class_floors,
+        class_sizes,
     )
 
 
@@ -393,6 +487,32 @@ def _judge_introduced(
     }
 
 
+def _introduced_by_class(
+    evidence: Sequence[AnchorEvidence],
+    introduced: Mapping[tuple[str, str], float],
+    introduced_floor: Mapping[str, float],
+) -> dict[str, tuple[dict[tuple[str, str], float], dict[str, float]]]:
+    """``{class: (its members' introduced errors, {input: its floor})}``: the fp32 class
+    holds every participant that is not a reduced-precision member or an ideal reference
+    (the fp32 reference's errors are its floor); a reduced class's floor is its ideal
+    reference's introduced error.
+    """
+    of = {d.participant: d.precision for e in evidence for d in e.deviations}
+    groups: dict[str, tuple[dict[tuple[str, str], float], dict[str, float]]] = {
+        FP32: ({}, dict(introduced_floor))
+    }
+    for (p, i), value in introduced.items():
+        if ideal_class(p) is not None:
+            continue
+        judged = of.get(p, FP32)
+        if judged not in groups:
+            ideal = ideal_reference(judged)
+            floor = {j: v for (q, j), v in introduced.items() if q == ideal}
+            groups[judged] = ({}, floor)
+        groups[judged][0][(p, i)] = value
+    return groups
+
+
 def judge_anchor(
     evidence: Iterable[AnchorEvidence],
     params: OracleParams | None = None,
@@ -406,8 +526,8 @@ def judge_anchor(
         evidence: Phase 1 records of one anchor, one per input.
         params: Oracle parameters.
         introduced: Stage isolation: ``{(participant, input): introduced error}`` at this
-            anchor (relative L2 of the isolated stage output vs fp64); ``None`` when
-            isolation did not run.
+            anchor (relative L2 of the isolated stage output vs fp64), the ideal
+            references' included; ``None`` when isolation did not run.
         introduced_floor: ``{input: the fp32 reference's introduced error}``.
 
     Returns:
@@ -423,41 +543,53 @@ def judge_anchor(
         raise UsageError(f"judge_anchor got several anchors: {anchors}")
     names = params.metric_names()
     resolution = resolutions(params.resolution)
+    # populations per (class, pairwise mode); only the fp32 class can be pairwise
     populations = {
-        mode: {
+        group: {
             n: _population(
-                d.metrics[n] for e in evidence if e.pairwise == mode for d in e.deviations
+                d.metrics[n]
+                for e in evidence
+                for d in e.deviations
+                if (d.precision, d.precision == FP32 and e.pairwise) == group
             )
             for n in names
         }
-        for mode in (False, True)
-    }
+        for group in {(d.precision, d.precision == FP32 and e.pairwise) for e in evidence
+                      for d in e.deviations}
+    }  # fmt: skip
     primary = params.primary_metric
     pairwise = any(e.pairwise for e in evidence)
     anchor = evidence[0].anchor if evidence else ""
-    isolation = (
-        _judge_introduced(
-            introduced, introduced_floor or {}, params, params.introduced_factor(anchor)
-        )
-        if introduced and not pairwise
-        else {}
-    )
+    sizes = {c: n for e in evidence for c, n in e.class_sizes.items()}
+    isolation: dict[tuple[str, str], MetricJudgement] = {}
+    if introduced:
+        groups = _introduced_by_class(evidence, introduced, introduced_floor or {})
+        for judged, (values, floor) in groups.items():
+            if judged == FP32 and pairwise:
+                continue
+            factor = params.factor_of(judged, anchor, introduced=True)
+            isolation.update(_judge_introduced(values, floor, params, factor))
     verdicts = []
     for e in evidence:
         for d in e.deviations:
+            fp32 = d.precision == FP32
+            paired = fp32 and e.pairwise
+            floors = e.noise_floor if fp32 else e.class_floors[d.precision]
             stage = isolation.get((d.participant, e.input_id))
             judged = {
                 n: _judge_metric(
                     n,
                     d.metrics[n],
-                    populations[e.pairwise][n],
-                    e.noise_floor[n],
+                    populations[(d.precision, paired)][n],
+                    floors[n],
                     resolution.get(n, 0.0),
                     params,
-                    params.factor(e.anchor) if n == primary else None,
+                    params.factor_of(d.precision, e.anchor) if n == primary or not fp32 else None,
                 )
                 for n in names
             }
+            # a reduced class of fewer than three members is judged by its floor alone
+            small = not fp32 and sizes.get(d.precision, 0) < 3
             exceeded = set()
             if judged[primary].outlier:
                 exceeded.add(Criterion.OUTLIER)
@@ -465,12 +597,16 @@ def judge_anchor(
                 exceeded.add(Criterion.ABOVE_NOISE)
             if d.non_finite:
                 exceeded.add(Criterion.NON_FINITE)
-            if stage is not None and stage.outlier and stage.above_noise:
+            if stage is not None and (stage.outlier or small) and stage.above_noise:
                 exceeded.add(Criterion.INTRODUCED)
-            if e.pairwise:
-                other = next(o for o in e.deviations if o is not d)
+            if paired:
+                other = next(o for o in e.deviations if o is not d and o.precision == FP32)
                 if d.vs_fp64[primary] > other.vs_fp64[primary]:
                     exceeded.add(Criterion.FARTHER_FROM_FP64)
+            if paired:
+                required = PAIRWISE_CRITERIA
+            else:
+                required = CLASS_FLOOR_CRITERIA if small else POPULATION_CRITERIA
             verdicts.append(
                 Verdict(
                     participant=d.participant,
@@ -479,12 +615,13 @@ def judge_anchor(
                     primary=judged[primary],
                     secondary={n: j for n, j in judged.items() if n != primary},
                     vs_fp64=dict(d.vs_fp64),
-                    consensus_vs_fp64=dict(e.consensus_vs_fp64),
-                    pairwise=e.pairwise,
+                    consensus_vs_fp64=dict(e.consensus_vs_fp64 if fp32 else floors),
+                    pairwise=paired,
                     non_finite=d.non_finite,
-                    required=PAIRWISE_CRITERIA if e.pairwise else POPULATION_CRITERIA,
+                    required=required,
                     exceeded=frozenset(exceeded),
                     introduced=stage,
+                    precision=d.precision,
                 )
             )
     return tuple(verdicts)
@@ -514,35 +651,38 @@ def noise_candidates(
     resolution = resolutions(params.resolution)
     nobody = _population(())
     found: set[tuple[str, str]] = set()
+    evidence = list(evidence)
+    groups = _introduced_by_class(evidence, introduced or {}, introduced_floor or {})
     for e in evidence:
-        factor = params.factor(e.anchor)
         for d in e.deviations:
+            fp32 = d.precision == FP32
             judged = _judge_metric(
                 primary,
                 d.metrics[primary],
                 nobody,
-                e.noise_floor[primary],
+                (e.noise_floor if fp32 else e.class_floors[d.precision])[primary],
                 resolution.get(primary, 0.0),
                 params,
-                factor,
+                params.factor_of(d.precision, e.anchor),
             )
             if judged.above_noise or d.non_finite:
                 found.add((d.participant, e.input_id))
         anchor = e.anchor
-        for (p, i), value in (introduced or {}).items():
-            if i != e.input_id or math.isnan(value):
-                continue
-            judged = _judge_metric(
-                INTRODUCED_METRIC,
-                value,
-                nobody,
-                (introduced_floor or {}).get(i, math.nan),
-                resolution[INTRODUCED_METRIC],
-                params,
-                params.introduced_factor(anchor),
-            )
-            if judged.above_noise:
-                found.add((p, i))
+        for judged_class, (values, floor) in groups.items():
+            for (p, i), value in values.items():
+                if i != e.input_id or math.isnan(value):
+                    continue
+                judged = _judge_metric(
+                    INTRODUCED_METRIC,
+                    value,
+                    nobody,
+                    floor.get(i, math.nan),
+                    resolution[INTRODUCED_METRIC],
+                    params,
+                    params.factor_of(judged_class, anchor, introduced=True),
+                )
+                if judged.above_noise:
+                    found.add((p, i))
     return found
 
 

@@ -38,6 +38,11 @@ POPULATION_CRITERIA = frozenset({Criterion.OUTLIER, Criterion.ABOVE_NOISE})
 PAIRWISE_CRITERIA = frozenset({Criterion.ABOVE_NOISE, Criterion.FARTHER_FROM_FP64})
 """Required for a finding when only two participants are compared."""
 
+CLASS_FLOOR_CRITERIA = frozenset({Criterion.ABOVE_NOISE})
+"""Required for a finding in a reduced-precision class of fewer than three members: the
+deviation from fp64 above the class factor times its ideal reference's (no population to
+be an outlier of)."""
+
 SUFFICIENT_CRITERIA = frozenset({Criterion.NON_FINITE, Criterion.INTRODUCED})
 """Each is a finding on its own."""
 
@@ -98,6 +103,10 @@ class Verdict:
         exceeded: Criteria the deviation exceeded.
         introduced: The stage-isolation judgement (introduced error against its
             population and the fp32 reference's introduced error), when isolation ran.
+        precision: The precision class the participant was judged in (``fp32``, or a
+            reduced class such as ``bf16``: then ``primary`` is its distance from fp64,
+            its noise floor the class's ideal reference's, and ``consensus_vs_fp64`` the
+            ideal reference's distances).
     """
 
     participant: str
@@ -112,6 +121,7 @@ class Verdict:
     required: frozenset[Criterion]
     exceeded: frozenset[Criterion]
     introduced: MetricJudgement | None = None
+    precision: str = "fp32"
 
     @property
     def finding(self) -> bool:
@@ -172,4 +182,5 @@ class Verdict:
             "passed": self.passed,
             "introduced": self.introduced.value if self.introduced else math.nan,
             "introduced_threshold": self.introduced.threshold if self.introduced else math.nan,
+            "precision": self.precision,
         }

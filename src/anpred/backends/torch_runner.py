@@ -4,7 +4,9 @@ For a user's ONNX file (no native module) torch runs the graph through anpred's 
 translators instead: :meth:`TorchRunner.for_job` chooses :class:`TorchGraphRunner` once,
 before activation. Settings: ``dtype`` (``"float64"`` gives the fp64 reference),
 ``compile`` (``torch.compile``, inductor), ``autocast`` (``"bfloat16"``:
-``torch.autocast(device_type="cpu", dtype=torch.bfloat16)``), ``threads``, ``env``.
+``torch.autocast(device_type="cpu", dtype=torch.bfloat16)``), ``threads``, ``env``, and
+``emulate`` / ``emulate_scope`` (a float64 run that rounds to a reduced format: the ideal
+reference of a precision class, :mod:`anpred.translate.torch.emulation`).
 
 ``torch.compile`` and hooks: dynamo does not guard on forward hooks added to a module
 after it was compiled (``torch._dynamo.config.skip_nnmodule_hook_guards`` is ``True`` by
@@ -21,7 +23,7 @@ import copy
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any, final
 
 import numpy as np
@@ -39,12 +41,13 @@ from anpred.interchange.anchored import (
     flatten_tensors,
 )
 from anpred.translate.process_env import check_process_env
+from anpred.translate.torch.emulation import RoundingMode, check_emulation, round_weights
 from anpred.zoo.spec import OUTPUT_ANCHOR, Anchor
 
 #: ``autocast`` setting values → the CPU autocast dtype.
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
 #: Settings the torch translators (user ONNX files) understand.
-ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env")
+ADAPTER_SETTINGS = ("dtype", "compile", "autocast", "env", "emulate", "emulate_scope")
 
 
 class _Isolating(torch.nn.Module):
@@ -106,6 +109,10 @@ class NativeExecution:
         dtype: The dtype inputs and fed anchors are converted to.
         compile: ``torch.compile`` (inductor, static shapes) the three forwards.
         autocast: ``None`` or ``"bfloat16"`` (``torch.autocast`` on CPU around each call).
+        emulate: ``None``, or the format every operator's result is rounded to
+            (:class:`~anpred.translate.torch.emulation.RoundingMode`, scope ``all`` or
+            ``matmul``; the ``weights`` scope is applied to the model before).
+        emulate_scope: The rounding mode's scope.
 
     Raises:
         UsageError: On an unknown autocast dtype, or autocast with a float64 model.
@@ -118,6 +125,8 @@ class NativeExecution:
         dtype: torch.dtype = torch.float32,
         compile: bool = False,
         autocast: str | None = None,
+        emulate: str | None = None,
+        emulate_scope: str = "all",
     ) -> None:
         if autocast is not None and autocast not in AUTOCAST_DTYPES:
             raise UsageError(
@@ -129,6 +138,8 @@ class NativeExecution:
         self.dtype = dtype
         self.compiled = compile
         self.autocast = autocast
+        self.emulate = emulate
+        self.emulate_scope = emulate_scope
         self.dtypes_seen: Counter[str] = Counter()
         # Copies first: deepcopy would copy the anchored wrapper's hooks too.
         self._spare = copy.deepcopy(model) if compile else None
@@ -143,11 +154,17 @@ class NativeExecution:
         return torch.compile(module, dynamic=False) if self.compiled else module
 
     def _context(self) -> AbstractContextManager[Any]:
-        return torch.autocast(
-            "cpu",
-            dtype=AUTOCAST_DTYPES.get(self.autocast, torch.bfloat16),
-            enabled=self.autocast is not None,
+        stack = ExitStack()
+        stack.enter_context(
+            torch.autocast(
+                "cpu",
+                dtype=AUTOCAST_DTYPES.get(self.autocast, torch.bfloat16),
+                enabled=self.autocast is not None,
+            )
         )
+        if self.emulate is not None and self.emulate_scope != "weights":
+            stack.enter_context(RoundingMode(self.emulate, self.emulate_scope))
+        return stack
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.dtype)
@@ -214,6 +231,11 @@ def _describe(
         "threads": torch.get_num_threads(),
         "compile": bool(settings.get("compile", False)),
         "autocast": settings.get("autocast"),
+        **(
+            {"emulate": settings["emulate"], "emulate_scope": settings.get("emulate_scope", "all")}
+            if settings.get("emulate")
+            else {}
+        ),
         "env": dict(env),
         "execution": execution,
     }
@@ -266,6 +288,7 @@ class TorchRunner(Runner):
         from anpred.interchange.user_module import load_user_module
         from anpred.zoo.weights import load_model
 
+        emulate, scope = check_emulation(self.settings)
         if job.module is not None:  # a user's module, with the state its export saved
             model, weights_id = load_user_module(job.export.folder)
         else:
@@ -281,12 +304,17 @@ class TorchRunner(Runner):
         for record in job.export.anchors:
             if record.module:
                 anchors[record.anchor] = Anchor(record.anchor, record.module, record.group)
+        model = model.to(self.dtype).eval()
+        if emulate is not None and scope == "weights":
+            round_weights(model, emulate)
         self.native = NativeExecution(
-            model.to(self.dtype).eval(),
+            model,
             list(anchors.values()),
             self.dtype,
             bool(self.settings.get("compile", False)),
             self.settings.get("autocast"),
+            emulate,
+            scope,
         )
         if self.native.compiled:  # compile now, so that a failure is a compile symptom
             self.step = Step.COMPILE

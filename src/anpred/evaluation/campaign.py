@@ -29,6 +29,7 @@ from anpred.participants import (
     REFERENCE32,
     REFERENCE64,
     Participant,
+    ideal_participants,
     parse_participant,
     parse_participants,
 )
@@ -209,6 +210,9 @@ def run_configurations(
     options = RunStore.open(base).read_settings()
     options["libs"] = [*options["libs"], *configurations]
     participants = parse_participants(list(configurations))
+    # the ideal references of the configurations' precision classes (library/precision.py)
+    named = {p.name for p in participants} | set(RunStore.open(base).read_participants())
+    participants += [p for p in ideal_participants(participants) if p.name not in named]
     return derive_run(
         base, out, model, participants, None, options, threads, parallel, reanalyse, say, executor
     )

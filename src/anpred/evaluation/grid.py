@@ -97,18 +97,14 @@ STUDY_CONFIGURATIONS = (
 )
 
 
-#: Configuration names that mark reduced-precision arithmetic (``torch[bf16]``): the others
-#: (``tensorflow[xla]``, ``onnxruntime[O0]``, ``jax[nojit]`` ...) are fp32 implementations.
-REDUCED_PRECISION_MARKS = ("bf16", "fp16", "half", "int8")
-
-
 def fp32_configurations(configurations: tuple[str, ...]) -> tuple[str, ...]:
-    """The configurations that compute in fp32: legitimate implementations whose spread a
+    """The configurations that compute in fp32 (their declared precision,
+    :mod:`anpred.library.precision`): legitimate implementations whose spread a
     calibration of the oracle's thresholds must include.
     """
-    return tuple(
-        c for c in configurations if not any(mark in c.lower() for mark in REDUCED_PRECISION_MARKS)
-    )
+    from anpred.participants import precision_of
+
+    return tuple(c for c in configurations if not precision_of(c).reduced)
 
 
 def _check_models(models: tuple[str, ...]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from anpred.evaluation.campaign import ModelResult
 from anpred.evaluation.curves import half_detection_table, severity_curves, severity_plot
+from anpred.library.precision import ideal_class
 from anpred.participants import REFERENCE32
 from anpred.store import EvalStore
 from anpred.store.outcome import Status
@@ -197,7 +198,9 @@ def _config_notes(record: ParticipantRecord | None) -> str:
 def configuration_table(results: Sequence[ModelResult]) -> str:
     """The real-configuration study: which configurations deviate, where, how it grows.
 
-    One row per (model, configuration). *Deviating* counts the configuration's findings
+    One row per (model, configuration), its precision class beside its name (a reduced
+    class is judged against its ideal reference, ``docs/oracle.md``; the ideal references
+    themselves get no row). *Deviating* counts the configuration's findings
     over its (anchor, input) cells; *emergence* is its most common first flagged anchor;
     *top introduced stage* ranks stages by the error each introduces in isolation;
     *growth* is its largest distance from fp64 over the anchors divided by the distance at
@@ -230,7 +233,7 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
         n_inputs = len(s.inputs)
         records = {r.participant: r for r in s.participants}
         clean = {r.participant for r in res.clean.participants}
-        configs = [name for name in records if name not in clean]
+        configs = [n for n in records if n not in clean and ideal_class(n) is None]
         vs64 = s.deviation.vs_fp64
         loc = s.localization.participants
         prop = s.characterization.propagation
@@ -263,9 +266,10 @@ def configuration_table(results: Sequence[ModelResult]) -> str:
             def f(v: Any, spec: str = ".1e") -> str:
                 return "-" if v is None else format(v, spec)
 
+            judged_class = s.precision_class(name)
             cells = [
                 res.model,
-                name,
+                name if judged_class == "fp32" else f"{name} ({judged_class})",
                 f"{'**yes**' if findings else 'no'} ({findings}/{len(anchors) * n_inputs})",
                 emergence or "-",
                 (mine.top_stage if mine else None) or "-",

@@ -47,8 +47,8 @@ def _each_float(math_: FaultMath, values: Sequence[Any], fn: Any) -> list[Any]:
         if value is None:
             out.append(value)
             continue
-        tensor = math_.unwrap(value)
-        out.append(math_.rewrap(value, fn(tensor)) if math_.is_float32(tensor) else value)
+        faulty = math_.faulted(math_.unwrap(value), fn)
+        out.append(value if faulty is None else math_.rewrap(value, faulty))
     return out
 
 
@@ -212,9 +212,13 @@ class ApproximateActivation(FaultKind):
     ) -> list[Any]:
         start, table, slopes = activation_table(op_type, float(spec.severity))
         x = math_.unwrap(inputs[0])
-        if not math_.is_float32(x):
+        y = math_.faulted(
+            x, lambda v: math_.lookup_linear(v, start, float(spec.severity), table, slopes)
+        )
+        if y is None:
             return list(values)
-        y = math_.lookup_linear(x, start, float(spec.severity), table, slopes)
+        if math_.is_reduced(x):  # the table's value in the output's dtype
+            y = math_.narrow(math_.widen(y), math_.unwrap(values[0]))
         return [math_.rewrap(values[0], y), *values[1:]]
 
 

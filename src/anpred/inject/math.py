@@ -50,7 +50,31 @@ class FaultMath(ABC):
 
     @abstractmethod
     def is_float32(self, x: Any) -> bool:
-        """Whether ``x`` is a float32 tensor (only those are faulted)."""
+        """Whether ``x`` is a float32 tensor (faulted as it is)."""
+
+    def is_reduced(self, x: Any) -> bool:
+        """Whether ``x`` is a bfloat16 or float16 tensor (a reduced-precision participant's:
+        faulted on its float32 value, :meth:`widen`, and rounded back, :meth:`narrow`).
+        """
+        return False
+
+    def widen(self, x: Any) -> Any:
+        """``x`` (bfloat16/float16) as float32 (exact)."""
+        raise NotImplementedError(f"{self.library}: no reduced-precision faults")
+
+    def narrow(self, y: Any, like: Any) -> Any:
+        """float32 ``y`` rounded to the dtype of ``like``."""
+        raise NotImplementedError(f"{self.library}: no reduced-precision faults")
+
+    def faulted(self, x: Any, fn: Any) -> Any:
+        """``fn`` (float32 → float32) applied to a float tensor ``x`` in its own dtype:
+        float32 directly, bfloat16/float16 through float32; ``None`` for other tensors.
+        """
+        if self.is_float32(x):
+            return fn(x)
+        if self.is_reduced(x):
+            return self.narrow(fn(self.widen(x)), x)
+        return None
 
     @abstractmethod
     def round_trip(self, x: Any, dtype: str) -> Any:

@@ -24,6 +24,16 @@ class JaxFaultMath(FaultMath):
     def is_float32(self, x: Any) -> bool:
         return getattr(x, "dtype", None) == self._jnp.float32
 
+    def is_reduced(self, x: Any) -> bool:
+        jnp = self._jnp
+        return getattr(x, "dtype", None) in (jnp.bfloat16, jnp.float16)
+
+    def widen(self, x: Any) -> Any:
+        return x.astype(self._jnp.float32)
+
+    def narrow(self, y: Any, like: Any) -> Any:
+        return y.astype(like.dtype)
+
     def round_trip(self, x: Any, dtype: str) -> Any:
         return x.astype(self._jnp.dtype(dtype)).astype(self._jnp.float32)
 

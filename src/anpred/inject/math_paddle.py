@@ -22,6 +22,16 @@ class PaddleFaultMath(FaultMath):
     def is_float32(self, x: Any) -> bool:
         return isinstance(x, self._paddle.Tensor) and x.dtype == self._paddle.float32
 
+    def is_reduced(self, x: Any) -> bool:
+        paddle = self._paddle
+        return isinstance(x, paddle.Tensor) and x.dtype in (paddle.bfloat16, paddle.float16)
+
+    def widen(self, x: Any) -> Any:
+        return self._paddle.cast(x, "float32")
+
+    def narrow(self, y: Any, like: Any) -> Any:
+        return self._paddle.cast(y, like.dtype)
+
     def round_trip(self, x: Any, dtype: str) -> Any:
         return self._paddle.cast(self._paddle.cast(x, dtype), "float32")
 

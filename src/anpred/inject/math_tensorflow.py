@@ -35,6 +35,16 @@ class TensorFlowFaultMath(FaultMath):
     def is_float32(self, x: Any) -> bool:
         return getattr(x, "dtype", None) == self._tf.float32
 
+    def is_reduced(self, x: Any) -> bool:
+        tf = self._tf
+        return getattr(x, "dtype", None) in (tf.bfloat16, tf.float16)
+
+    def widen(self, x: Any) -> Any:
+        return self._tf.cast(x, self._tf.float32)
+
+    def narrow(self, y: Any, like: Any) -> Any:
+        return self._tf.cast(y, like.dtype)
+
     def round_trip(self, x: Any, dtype: str) -> Any:
         tf = self._tf
         return tf.cast(tf.cast(x, tf.as_dtype(dtype)), tf.float32)

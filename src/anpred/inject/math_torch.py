@@ -23,6 +23,15 @@ class TorchFaultMath(FaultMath):
     def is_float32(self, x: Any) -> bool:
         return isinstance(x, self._torch.Tensor) and x.dtype == self._torch.float32
 
+    def is_reduced(self, x: Any) -> bool:
+        return isinstance(x, self._torch.Tensor) and x.dtype in self._dtypes.values()
+
+    def widen(self, x: Any) -> Any:
+        return x.to(self._torch.float32)
+
+    def narrow(self, y: Any, like: Any) -> Any:
+        return y.to(like.dtype)
+
     def round_trip(self, x: Any, dtype: str) -> Any:
         return x.to(self._dtypes[dtype]).to(self._torch.float32)
 

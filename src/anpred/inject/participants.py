@@ -20,12 +20,10 @@ from typing import Any
 
 from anpred.errors import UsageError
 from anpred.inject.spec import FaultSpec
-from anpred.participants import REFERENCE64, Participant, parse_participant
+from anpred.participants import FAULT_MARK, REFERENCE64, Participant, parse_participant
 
 #: Key of the faults in ``RunOptions.extra``.
 EXTRA_KEY = "faults"
-#: Separates a participant's name from its fault label.
-FAULT_MARK = "!"
 
 
 def faulty_name(participant: str, spec: FaultSpec) -> str:

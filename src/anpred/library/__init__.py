@@ -14,12 +14,14 @@ from anpred.library.descriptor import (
     libraries,
     register_library,
 )
+from anpred.library.precision import Precision
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PLUGINS_ENV",
     "Library",
     "Loads",
+    "Precision",
     "get_library",
     "libraries",
     "register_library",

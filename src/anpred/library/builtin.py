@@ -8,9 +8,22 @@ Adding a library to anpred itself means one entry here, its runner module under
 from __future__ import annotations
 
 from anpred.library.descriptor import Library, Loads
+from anpred.library.precision import (
+    IDEAL_PREFIX,
+    Precision,
+    class_emulation,
+    ideal_configurations,
+)
+
+#: The precision classes whose ideal references torch computes (``torch[ideal-<class>]``:
+#: the fp64 model with operator outputs rounded to the class's format).
+IDEAL_CLASSES = ("bf16", "fp16", "tf32", "bf16-weights", "fp16-weights")
 
 #: oneDNN's switch in TensorFlow; read once, when TensorFlow is imported.
 _ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+
+#: What OpenVINO's reduced-precision configurations do.
+_HINT = "inference precision hint (f32 where the CPU lacks it)"
 
 #: The builtin libraries, in display order (``--libs all`` runs them in this order).
 #:
@@ -31,6 +44,18 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             "compile": {"compile": True},
             # torch.autocast(device_type="cpu", dtype=torch.bfloat16) around every forward.
             "bf16": {"autocast": "bfloat16"},
+            # the ideal references of the reduced-precision classes (library/precision.py)
+            **ideal_configurations(IDEAL_CLASSES),
+        },
+        precisions={
+            "fp64": Precision("fp64"),
+            "bf16": Precision(
+                "bf16", "matmul", "autocast: conv/matmul in bf16, results stay bf16 downstream"
+            ),
+            **{
+                f"{IDEAL_PREFIX}{c}": Precision(*class_emulation(c), "ideal reference (emulated)")
+                for c in IDEAL_CLASSES
+            },
         },
     ),
     Library(
@@ -50,6 +75,10 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
         runner="anpred.backends.openvino_runner:OpenVinoRunner",
         loads=Loads.ONNX_FILE,
         configurations={"": {}, "bf16": {"precision": "bf16"}, "f16": {"precision": "f16"}},
+        precisions={
+            "bf16": Precision("bf16", "all", _HINT),
+            "f16": Precision("fp16", "all", _HINT),
+        },
     ),
     Library(
         name="tensorflow",
@@ -68,6 +97,7 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             # grappler's auto_mixed_precision_onednn_bfloat16 pass; it needs oneDNN on.
             "bf16": {"mixed_precision": "bfloat16", "env": {_ONEDNN: "1"}},
         },
+        precisions={"bf16": Precision("bf16", "matmul", "grappler auto mixed precision")},
         shares_process=False,  # importing tensorflow and paddle in one process segfaults
     ),
     Library(
@@ -84,6 +114,7 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             # bfloat16, every op computes in it, outputs widened to float32.
             "bf16": {"dtype": "bfloat16"},
         },
+        precisions={"bf16": Precision("bf16", "all", "weights, input and every op in bf16")},
     ),
     Library(
         name="paddle",

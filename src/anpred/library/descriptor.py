@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any
 
 from anpred.errors import AnpredError, UsageError
+from anpred.library.precision import Precision
 
 #: Environment variable naming plugin modules (comma list) that register libraries.
 PLUGINS_ENV = "ANPRED_PLUGINS"
@@ -88,6 +89,10 @@ class Library:
             (``"onnx2tf"``, ``"pnnx"``, ...) shown by ``anpred libs``.
         converter_distributions: Distributions whose version is the converter's version
             (first installed one).
+        precisions: Configuration name → the arithmetic it declares
+            (:class:`~anpred.library.precision.Precision`); the oracle judges each
+            participant within its precision class. A configuration not named here is
+            fp32.
     """
 
     name: str
@@ -105,6 +110,7 @@ class Library:
     environment: str = ""
     converter: str = ""
     converter_distributions: tuple[str, ...] = ()
+    precisions: Mapping[str, Precision] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         where = f"library descriptor {self.name!r}"
@@ -126,6 +132,21 @@ class Library:
         object.__setattr__(self, "loads", Loads(self.loads))
         frozen = {c: _plain(s) for c, s in self.configurations.items()}
         object.__setattr__(self, "configurations", types.MappingProxyType(frozen))
+        unknown = [c for c in self.precisions if c not in self.configurations]
+        if unknown:
+            raise UsageError(f"{where}: precisions of unknown configurations {unknown}")
+        declared = {}
+        for config, precision in self.precisions.items():
+            if isinstance(precision, Mapping):
+                precision = Precision(**precision)
+            if not isinstance(precision, Precision):
+                raise UsageError(f"{where}: the precision of {config!r} must be a Precision")
+            declared[config] = precision
+        object.__setattr__(self, "precisions", types.MappingProxyType(declared))
+
+    def precision(self, config: str = "") -> Precision:
+        """The arithmetic ``config`` declares (fp32 when it declares none)."""
+        return self.precisions.get(config, Precision())
 
     def participant_name(self, config: str = "") -> str:
         """Participant name of ``config``: ``name`` or ``name[config]``."""

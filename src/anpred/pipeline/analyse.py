@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anpred.analysis.oracle import OracleParams, judge_anchor
+from anpred.analysis.oracle import AnchorEvidence, OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
 from anpred.errors import UsageError
+from anpred.library.precision import FP32, ideal_class, ideal_reference
 from anpred.localization.concentration import stage_concentration
 from anpred.localization.emergence import (
     collect_findings,
@@ -27,7 +28,7 @@ from anpred.localization.emergence import (
 )
 from anpred.localization.masking import masking_case, summarize_masking
 from anpred.localization.propagation import propagation_profile
-from anpred.participants import REFERENCE32, REFERENCE64
+from anpred.participants import REFERENCE32, REFERENCE64, precision_of
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, observer_summary
@@ -126,9 +127,42 @@ def _verdict_row(v: Verdict, introduced: float | None) -> dict[str, Any]:
             "introduced": introduced,
             "pairwise": v.pairwise,
             "non_finite": v.non_finite,
+            "precision": v.precision,
+            "introduced_floor": v.introduced.noise_floor if v.introduced else None,
         }
     )
     return row
+
+
+def _precision(
+    names: Sequence[str], evidence: Mapping[str, list[AnchorEvidence]], params: OracleParams
+) -> dict[str, Any]:
+    """Each participant's declared precision and each class's members, ideal reference,
+    factor and floor per anchor (median over inputs of the primary metric).
+    """
+    judged = [n for n in names if ideal_class(n) is None]
+    declared = {n: precision_of(n) for n in judged}
+    classes: dict[str, Any] = {}
+    metric = params.primary_metric
+    for cls in dict.fromkeys(p.judged_class for p in declared.values()):
+        members = [n for n in judged if declared[n].judged_class == cls]
+        fp32 = cls == FP32
+        floors = {
+            a: _median(
+                [
+                    (e.noise_floor if fp32 else e.class_floors.get(cls, {})).get(metric, math.nan)
+                    for e in per
+                ]
+            )
+            for a, per in evidence.items()
+        }
+        classes[cls] = {
+            "members": members,
+            "reference": REFERENCE32 if fp32 else ideal_reference(cls),
+            "factor": params.noise_factor if fp32 else params.class_factor,
+            "floor": _clean(floors),
+        }
+    return {"participants": {n: p.to_dict() for n, p in declared.items()}, "classes": classes}
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -428,6 +462,7 @@ def analyse(
         unaligned=_clean(ev.unaligned),
         machine=store.read_machine(),
         drill=load_drill(run_dir),
+        precision=_precision(names, ev.evidence, params),
     )
 
 

@@ -59,17 +59,17 @@ MODES = ("auto", "off")
 
 def fp32_participants(participants: Sequence[Participant]) -> tuple[str, ...]:
     """The run's legitimate fp32 participants, sorted: faulty participants count as the clean
-    participant they replace, reduced-precision configurations (``torch[bf16]``) are left out,
-    the fp32 reference is always in.
+    participant they replace, configurations that declare a reduced precision
+    (``torch[bf16]``; :mod:`anpred.library.precision`) and the ideal references are left
+    out, the fp32 reference is always in.
     """
-    from anpred.evaluation.grid import REDUCED_PRECISION_MARKS
-    from anpred.inject.participants import FAULT_MARK
+    from anpred.library.precision import ideal_class
+    from anpred.participants import FAULT_MARK, precision_of
 
     names = {REFERENCE32}
     for p in participants:
         name = p.name.split(FAULT_MARK, 1)[0]
-        config = name.partition("[")[2].lower()
-        if not any(mark in config for mark in REDUCED_PRECISION_MARKS):
+        if not precision_of(name).reduced and ideal_class(name) is None:
             names.add(name)
     return tuple(sorted(names))
 

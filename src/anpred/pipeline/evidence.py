@@ -18,6 +18,7 @@ from anpred.analysis import onepass
 from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import AnchorEvidence, OracleParams, assess
 from anpred.errors import UsageError
+from anpred.library.precision import ideal_class
 from anpred.localization._plain import plain_float
 from anpred.localization.dimension import (
     difference_profile,
@@ -25,7 +26,7 @@ from anpred.localization.dimension import (
     elementwise_error,
 )
 from anpred.localization.stage_error import IntroducedErrors
-from anpred.participants import REFERENCE32, REFERENCE64
+from anpred.participants import REFERENCE32, REFERENCE64, precision_classes
 from anpred.progress import Say
 from anpred.store import CAPTURE, ISOLATED, CaptureFile, RunStore
 
@@ -78,8 +79,15 @@ def collect(
     params: OracleParams,
     say: Say,
 ) -> RunEvidence:
-    """Align and assess every (anchor, input); gather stage-isolation and dimension data."""
+    """Align and assess every (anchor, input); gather stage-isolation and dimension data.
+
+    Every participant is judged within its declared precision class
+    (:func:`~anpred.participants.precision_classes`); the ideal references of the reduced
+    classes (``torch[ideal-bf16]``) are among ``participants`` and give those classes'
+    floors. The output-level baselines judge the participants, not the ideal references.
+    """
     result = RunEvidence(evidence={a: [] for a in anchors})
+    classes = precision_classes(participants)
     store = RunStore(run_dir)
     # the compiled loops read float32 captures as they are: no float64 copy to round back
     narrow = onepass.kernels() is not None
@@ -144,11 +152,20 @@ def collect(
                     )
                     continue
                 result.evidence[anchor].append(
-                    assess(anchor, input_id, aligned, aligned[reference32], fp64, params=params)
+                    assess(
+                        anchor,
+                        input_id,
+                        aligned,
+                        aligned[reference32],
+                        fp64,
+                        params=params,
+                        classes=classes,
+                    )
                 )
                 if anchor == anchors[-1]:
+                    judged = {p: x for p, x in aligned.items() if ideal_class(p) is None}
                     result.baselines[input_id] = _judge_baselines(
-                        aligned, aligned[reference32], fp64
+                        judged, aligned[reference32], fp64
                     )
         finally:
             ref.close()

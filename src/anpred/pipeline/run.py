@@ -38,6 +38,7 @@ from anpred.participants import (
     REFERENCE32,
     REFERENCE64,
     Participant,
+    ideal_participants,
     parse_participant,
     parse_participants,
 )
@@ -701,6 +702,9 @@ def run(
         )
     if REFERENCE32 not in [p.name for p in participants]:
         participants.insert(0, parse_participant(REFERENCE32))
+    # the ideal references of the reduced-precision classes judged (library/precision.py)
+    named = {p.name for p in participants}
+    participants += [p for p in ideal_participants(participants) if p.name not in named]
     if is_module_source(options.model):
         check_module_source(options.model)
         if options.weights is not None:

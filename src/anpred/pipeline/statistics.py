@@ -16,6 +16,7 @@ from typing import Any
 
 from anpred.analysis.oracle import AnchorEvidence, Deviation
 from anpred.errors import DamagedRunError
+from anpred.library.precision import FP32
 from anpred.pipeline.evidence import RunEvidence
 from anpred.store import RunStore
 from anpred.store.pruning import (
@@ -38,22 +39,30 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _deviation_record(d: Deviation) -> dict[str, Any]:
+    record = {
+        "participant": d.participant,
+        "metrics": _plain(dict(d.metrics)),
+        "vs_fp64": _plain(dict(d.vs_fp64)),
+        "non_finite": int(d.non_finite),
+    }
+    if d.precision != FP32:  # fp32 records stay as they were before classes existed
+        record["precision"] = d.precision
+    return record
+
+
 def _evidence_record(e: AnchorEvidence) -> dict[str, Any]:
-    return {
+    record = {
         "input": e.input_id,
         "participants": e.participants,
         "noise_floor": _plain(dict(e.noise_floor)),
         "consensus_vs_fp64": _plain(dict(e.consensus_vs_fp64)),
-        "deviations": [
-            {
-                "participant": d.participant,
-                "metrics": _plain(dict(d.metrics)),
-                "vs_fp64": _plain(dict(d.vs_fp64)),
-                "non_finite": int(d.non_finite),
-            }
-            for d in e.deviations
-        ],
+        "deviations": [_deviation_record(d) for d in e.deviations],
     }
+    if e.class_floors:
+        record["class_floors"] = _plain({c: dict(f) for c, f in e.class_floors.items()})
+        record["class_sizes"] = dict(e.class_sizes)
+    return record
 
 
 def _evidence(anchor: str, record: Mapping[str, Any]) -> AnchorEvidence:
@@ -63,13 +72,21 @@ def _evidence(anchor: str, record: Mapping[str, Any]) -> AnchorEvidence:
         input_id,
         tuple(
             Deviation(
-                d["participant"], anchor, input_id, d["metrics"], d["vs_fp64"], d["non_finite"]
+                d["participant"],
+                anchor,
+                input_id,
+                d["metrics"],
+                d["vs_fp64"],
+                d["non_finite"],
+                d.get("precision", FP32),
             )
             for d in record["deviations"]
         ),
         record["noise_floor"],
         record["participants"],
         record["consensus_vs_fp64"],
+        record.get("class_floors", {}),
+        record.get("class_sizes", {}),
     )
 
 

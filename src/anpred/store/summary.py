@@ -71,6 +71,15 @@ class Summary:
     #: The drill-down from flagged stages to operators (:mod:`anpred.pipeline.drill`);
     #: ``None`` when it did not run (no findings, ``--no-drill``, older runs).
     drill: DrillDown | None = None
+    #: Precision classes (:mod:`anpred.library.precision`): ``{"participants": {name:
+    #: {format, scope, class}}, "classes": {class: {members, reference, factor, floor}}}``;
+    #: ``None`` for runs analysed before classes existed (every participant fp32).
+    precision: Json | None = None
+
+    def precision_class(self, participant: str) -> str:
+        """The precision class ``participant`` was judged in (``fp32`` when unrecorded)."""
+        record = (self.precision or {}).get("participants", {}).get(participant)
+        return str(record["class"]) if record else "fp32"
 
     @property
     def anchor_keys(self) -> list[str]:
@@ -129,6 +138,8 @@ class Summary:
             data["machine"] = self.machine
         if self.drill is not None:
             data["drill"] = self.drill.to_dict()
+        if self.precision is not None:
+            data["precision"] = self.precision
         return data
 
     @classmethod
@@ -219,4 +230,5 @@ def _read(f: Fields) -> Summary:
         wall_seconds=f.get("wall_seconds", None, (int, float)),
         machine=f.get("machine", None, dict),
         drill=DrillDown.from_dict(f.fields("drill")) if "drill" in f.data else None,
+        precision=f.get("precision", None, dict),
     )

@@ -8,6 +8,7 @@ autocast keeps in float32 in float32, the rest in their inputs' dtype).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 from anpred.errors import UsageError
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.process_env import check_process_env
+from anpred.translate.torch.emulation import RoundingMode, check_emulation, rounder
 
 _FLOAT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -46,6 +48,10 @@ def run_float(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+#: Settings the adapter understands (``emulate``: an ideal reduced-precision reference).
+_SETTINGS = ("dtype", "compile", "autocast", "env", "emulate", "emulate_scope")
+
+
 class TorchAdapter(LibraryAdapter):
     """Executes ONNX graphs with torch, channels-first (the ONNX layout).
 
@@ -63,7 +69,7 @@ class TorchAdapter(LibraryAdapter):
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         settings = dict(settings or {})
-        unknown = set(settings) - {"dtype", "compile", "autocast", "env"}
+        unknown = set(settings) - {*_SETTINGS}
         if unknown:
             raise UsageError(f"unknown torch setting(s): {', '.join(sorted(unknown))}")
         dtype = settings.get("dtype", "float32")
@@ -81,6 +87,8 @@ class TorchAdapter(LibraryAdapter):
         self._float = _FLOAT_DTYPES[dtype]
         self._compile = bool(settings.get("compile", False))
         self._autocast = autocast
+        # an ideal reduced-precision reference (anpred.translate.torch.emulation)
+        self._emulate, self._emulate_scope = check_emulation(settings)
         self._seen: set[str] = set()
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -90,8 +98,14 @@ class TorchAdapter(LibraryAdapter):
         return torch.from_numpy(np.array(array, copy=True))
 
     def const(self, array: np.ndarray) -> torch.Tensor:
-        """Return ``array`` as a torch tensor; floats in the adapter's float dtype."""
-        return self._tensor(array)
+        """Return ``array`` as a torch tensor; floats in the adapter's float dtype (rounded
+        to the emulated format when emulating its ``weights`` scope).
+        """
+        tensor = self._tensor(array)
+        if self._emulate is not None and self._emulate_scope == "weights":
+            if tensor.is_floating_point():
+                tensor = rounder(self._emulate)(tensor)
+        return tensor
 
     def feed(self, array: np.ndarray) -> torch.Tensor:
         """Return the NCHW input ``array`` as a torch tensor; floats in the adapter's dtype."""
@@ -112,6 +126,7 @@ class TorchAdapter(LibraryAdapter):
         """Run ``fn`` without autograd in the adapter's float dtype; ``torch.compile`` it if set."""
         target = _traced_then_compiled(fn) if self._compile else fn
         autocast = self._autocast
+        emulate = self._emulate if self._emulate_scope != "weights" else None
 
         def run(*args: Any) -> Any:
             token = _RUN_FLOAT_DTYPE.set(self._float)
@@ -123,6 +138,7 @@ class TorchAdapter(LibraryAdapter):
                         dtype=AUTOCAST_DTYPES.get(autocast, torch.bfloat16),
                         enabled=autocast is not None,
                     ),
+                    RoundingMode(emulate, self._emulate_scope) if emulate else nullcontext(),
                 ):
                     return target(*args)
             finally:
