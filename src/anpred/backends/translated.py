@@ -11,6 +11,7 @@ import onnx
 
 from anpred.backends.base import Capture, ModelJob, NodeHooks
 from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.translate.evaluator_reference import EvaluatorGraph
 from anpred.translate.graph import GraphProgram
 
 
@@ -23,6 +24,9 @@ class TranslatedProgram:
         settings: Adapter settings (dtype, layout, jit, threads, ...).
         hooks: Optional per-node hooks applied to every graph, inside the library's
             traced/compiled function.
+        graph: What executes each graph: the translators' interpreter, or ONNX's
+            evaluator for the float64 reference that falls back to it
+            (:class:`~anpred.translate.evaluator_reference.EvaluatorGraph`).
     """
 
     def __init__(
@@ -31,23 +35,27 @@ class TranslatedProgram:
         job: ModelJob,
         settings: Mapping[str, Any],
         hooks: NodeHooks | None = None,
+        graph: type[GraphProgram] | type[EvaluatorGraph] = GraphProgram,
     ) -> None:
         package = importlib.import_module(f"anpred.translate.{library}")
         self.adapter = package.make_adapter(dict(settings))
         self.job = job
         self.library = library
+        self._graph = graph
         self.names = [a.onnx_name for a in job.export.anchors]
         self.hooks = hooks or NodeHooks()
         self.anchored = self._program(onnx.load(job.export.anchored_path), outputs=self.names)
         self.plain = self._program(onnx.load(job.export.plain_path))
-        self._isolation: tuple[GraphProgram, list[str]] | None = None
+        self._isolation: tuple[GraphProgram | EvaluatorGraph, list[str]] | None = None
 
-    def _program(self, model: onnx.ModelProto, **kwargs: Any) -> GraphProgram:
-        return GraphProgram(
+    def _program(self, model: onnx.ModelProto, **kwargs: Any) -> GraphProgram | EvaluatorGraph:
+        return self._graph(
             model, self.adapter, hook=self.hooks.post, pre_hook=self.hooks.pre, **kwargs
         )
 
-    def _capture(self, values: Mapping[str, Any], program: GraphProgram) -> Capture:
+    def _capture(
+        self, values: Mapping[str, Any], program: GraphProgram | EvaluatorGraph
+    ) -> Capture:
         capture = Capture({})
         for anchor in self.job.export.anchors:
             value = values[anchor.onnx_name]

@@ -15,7 +15,9 @@ import numpy as np
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.backends.translated import TranslatedProgram
+from anpred.errors import MissingTranslatorError
 from anpred.library import get_library
+from anpred.translate.evaluator_reference import EvaluatorGraph
 
 
 class TranslatedRunner(Runner):
@@ -36,9 +38,26 @@ class TranslatedRunner(Runner):
         """The settings the library's adapter gets (default: the participant's)."""
         return dict(self.settings)
 
+    def falls_back_to_evaluator(self) -> bool:
+        """Whether a graph op without a translator makes this runner use ONNX's evaluator.
+
+        Only the float64 reference of a user's ONNX file (torch in float64) does, so that
+        a missing torch translator never blocks a run; for every other participant the
+        missing op is its error (:mod:`anpred.translate.evaluator_reference`).
+        """
+        return self.library == "torch" and self.settings.get("dtype") == "float64"
+
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.TRANSLATE
-        self.program = TranslatedProgram(self.library, job, self.adapter_settings(), self.hooks)
+        try:
+            self.program = TranslatedProgram(self.library, job, self.adapter_settings(), self.hooks)
+        except MissingTranslatorError as exc:
+            if not self.falls_back_to_evaluator():
+                raise
+            settings = {"reason": str(exc)}
+            self.program = TranslatedProgram(
+                "evaluator_reference", job, settings, self.hooks, graph=EvaluatorGraph
+            )
         self.step = Step.COMPILE
 
     @property
