@@ -301,7 +301,7 @@ def run(
         )
     label = None
     if _is_module(model):
-        from anpred.interchange.user_module import save_module
+        from anpred.interchange.module_bundle import save_module
 
         label = type(model).__name__
         model = save_module(model, example_inputs)

@@ -164,3 +164,13 @@ def test_anchor_module_paths_replace_the_plan(tmp_path: Path) -> None:
     assert export.keys == ["stem", "body", "output"]
     with pytest.raises(UsageError, match="unknown anchor module"):
         export_user_module(_source("build_cnn"), tmp_path / "b", anchor_modules=["nope"])
+
+
+def test_a_worker_refuses_a_source_file_changed_since_the_export(tmp_path: Path) -> None:
+    source = tmp_path / "net.py"
+    source.write_text(MODULES.read_text())
+    export_user_module(f"{source}:build_cnn", tmp_path / "model")
+    load_user_module(tmp_path / "model")
+    source.write_text(MODULES.read_text() + "\n# edited\n")
+    with pytest.raises(UsageError, match="net.py changed since this run exported its module"):
+        load_user_module(tmp_path / "model")

@@ -55,3 +55,8 @@ def test_a_module_runs_from_its_build_function(tmp_path: Path) -> None:
         "torch": "ok", "onnxruntime": "ok",
     }  # fmt: skip
     assert "the module's own" in proc.stdout
+
+
+def test_sweep_refuses_a_module(tmp_path: Path) -> None:
+    proc = anpred("sweep", f"{MODULES}:build_cnn", "--libs", "torch", "--out", str(tmp_path / "o"))
+    _one_line_error(proc, "sweep needs a zoo model")

@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.interchange.module_bundle import SAVED_SUFFIX, add_class_folders
 
 #: ``path/to/file.py:function``.
 _BUILDER = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
-#: Suffix of a module saved whole with ``torch.save``.
-SAVED_SUFFIX = ".pt"
 #: Name of a single positional input (a tensor given as ``example_inputs``).
 SINGLE_INPUT = "input"
 #: Files the export writes next to the graphs.
@@ -100,6 +99,7 @@ class ModuleRecord:
         keywords: Whether the module takes them by name (a dict of example inputs).
         weights_id: ``sha256:<digest>`` of the source file and the state (it keys cached
             calibrations, as a zoo model's weights id does).
+        source_digest: SHA-256 of the source file when the module was exported.
     """
 
     source: str
@@ -107,6 +107,7 @@ class ModuleRecord:
     inputs: tuple[InputSpec, ...]
     keywords: bool
     weights_id: str
+    source_digest: str
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -116,6 +117,7 @@ class ModuleRecord:
             "inputs": [i.to_dict() for i in self.inputs],
             "keywords": self.keywords,
             "weights_id": self.weights_id,
+            "source_digest": self.source_digest,
         }
 
     @classmethod
@@ -127,6 +129,7 @@ class ModuleRecord:
             tuple(InputSpec.from_dict(i) for i in data["inputs"]),
             bool(data["keywords"]),
             str(data["weights_id"]),
+            str(data["source_digest"]),
         )
 
 
@@ -149,72 +152,6 @@ def _import_file(path: Path) -> Any:
         del sys.modules[name]
         raise UsageError(f"importing {path.name} failed: {_one_line(err)}") from None
     return module
-
-
-def _main_classes(module: Any) -> list[str]:
-    """Classes of ``module``'s tree defined in ``__main__`` (a notebook, a script)."""
-    return sorted({type(m).__name__ for m in module.modules() if type(m).__module__ == "__main__"})
-
-
-def _class_folders(module: Any) -> list[str]:
-    """Folders a worker must have on ``sys.path`` to import the classes of ``module``'s tree."""
-    folders: dict[str, None] = {}
-    for m in module.modules():
-        top = sys.modules.get(type(m).__module__.split(".")[0])
-        file = getattr(top, "__file__", None)
-        if file and type(m).__module__ != "__main__":
-            path = Path(file).resolve()
-            folders[str(path.parent.parent if path.name == "__init__.py" else path.parent)] = None
-    return list(folders)
-
-
-def save_module(module: Any, example_inputs: Any) -> str:
-    """Save a module object and its example inputs for a run's processes; return the path.
-
-    The file (``$ANPRED_CACHE/modules/<Class>-<digest>.pt``, named by its content, so that
-    the same module resumes the same run) holds ``{"module", "example_inputs"}`` saved with
-    ``torch.save``; a sidecar ``.json`` lists the folders its classes are imported from.
-    Classes are pickled by reference (workers import them), or by value with cloudpickle
-    when it is installed.
-
-    Raises:
-        UsageError: A class defined in ``__main__`` without cloudpickle, or a module that
-            cannot be saved.
-    """
-    import io
-
-    import torch
-
-    from anpred.cache import cache_dir
-
-    try:
-        import cloudpickle as pickler  # classes of a notebook, by value
-    except ImportError:
-        import pickle as pickler
-
-        local = _main_classes(module)
-        if local:
-            raise UsageError(
-                f"the module's class {local[0]} is defined in __main__ (a notebook or a "
-                "script), which anpred's worker processes cannot import: define it in a .py "
-                "file and import it, give 'file.py:function', or install cloudpickle"
-            ) from None
-    buffer = io.BytesIO()
-    try:
-        torch.save(
-            {"module": module, "example_inputs": example_inputs}, buffer, pickle_module=pickler
-        )
-    except Exception as err:
-        raise UsageError(f"cannot save the module for anpred's workers: {_one_line(err)}") from None
-    data = buffer.getvalue()
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    path = cache_dir("modules") / f"{type(module).__name__}-{digest}{SAVED_SUFFIX}"
-    if not path.is_file():
-        tmp = path.with_suffix(f".tmp{id(data)}")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    path.with_suffix(".json").write_text(json.dumps({"sys_path": _class_folders(module)}))
-    return str(path)
 
 
 def _one_line(err: BaseException) -> str:
@@ -241,10 +178,7 @@ def _built(source: str, seed: int) -> tuple[Any, Any]:
             raise UsageError(f"{path.name}:{name}() failed: {_one_line(err)}") from None
     else:
         path = check_module_source(source)
-        sidecar = path.with_suffix(".json")
-        if sidecar.is_file():  # where save_module found the classes
-            missing = [f for f in json.loads(sidecar.read_text())["sys_path"] if f not in sys.path]
-            sys.path[:0] = missing
+        add_class_folders(path)
         try:
             built = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as err:
@@ -352,11 +286,11 @@ def save_state(
     folder.mkdir(parents=True, exist_ok=True)
     state = folder / STATE_FILE
     torch.save(module.state_dict(), state)
-    digest = hashlib.sha256(check_module_source(source).read_bytes())
+    code = hashlib.sha256(check_module_source(source).read_bytes())
+    digest = code.copy()
     digest.update(state.read_bytes())
-    record = ModuleRecord(
-        source, seed, input_specs(pairs), keywords, f"sha256:{digest.hexdigest()[:32]}"
-    )
+    weights_id = f"sha256:{digest.hexdigest()[:32]}"
+    record = ModuleRecord(source, seed, input_specs(pairs), keywords, weights_id, code.hexdigest())
     (folder / RECORD_FILE).write_text(json.dumps(record.to_dict(), indent=1))
     return record
 
@@ -370,11 +304,16 @@ def load_user_module(folder: Path) -> tuple[Any, str]:
         The module (eval mode, float32) and the weights id of its export.
 
     Raises:
-        UsageError: The source changed since the export (the state no longer fits).
+        UsageError: The source file changed since the export.
     """
     import torch
 
     record = ModuleRecord.from_dict(json.loads((folder / RECORD_FILE).read_text()))
+    path = check_module_source(record.source)
+    if hashlib.sha256(path.read_bytes()).hexdigest() != record.source_digest:
+        raise UsageError(
+            f"{path.name} changed since this run exported its module; start a new run directory"
+        )
     module, _ = _built(record.source, record.seed)
     state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
     try:

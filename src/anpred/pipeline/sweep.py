@@ -25,10 +25,13 @@ def sweep(
     options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_kwargs: Any
 ) -> dict[str, Any]:
     """Run ``options`` at every size and summarise the error's dependence on size."""
+    from anpred.interchange.user_module import is_module_source
     from anpred.pipeline.run import is_onnx_path
 
-    if is_onnx_path(options.model):
-        raise UsageError("sweep needs a zoo model (an ONNX file has a fixed input size)")
+    if is_onnx_path(options.model) or is_module_source(options.model):
+        raise UsageError(
+            "sweep needs a zoo model (an ONNX file or a module has a fixed input size)"
+        )
     if len(sizes) < 2:
         raise UsageError("--sizes needs at least two sizes, e.g. 320,480,640")
     store = SweepStore(out)
