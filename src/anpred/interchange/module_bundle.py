@@ -24,9 +24,16 @@ from anpred.errors import UsageError
 SAVED_SUFFIX = ".pt"
 
 
-def _main_classes(module: Any) -> list[str]:
-    """Classes of ``module``'s tree defined in ``__main__`` (a notebook, a script)."""
-    return sorted({type(m).__name__ for m in module.modules() if type(m).__module__ == "__main__"})
+def _unimportable_classes(module: Any) -> list[str]:
+    """Classes of ``module``'s tree another process cannot import by name: defined in
+    ``__main__`` (a notebook, a script) or in code run without a file (``exec``).
+    """
+    found = set()
+    for m in module.modules():
+        name = type(m).__module__
+        if name == "__main__" or getattr(sys.modules.get(name), "__file__", None) is None:
+            found.add(type(m).__name__)
+    return sorted(found)
 
 
 def _class_folders(module: Any) -> list[str]:
@@ -65,12 +72,13 @@ def save_module(module: Any, example_inputs: Any) -> str:
     except ImportError:
         import pickle as pickler
 
-        local = _main_classes(module)
+        local = _unimportable_classes(module)
         if local:
             raise UsageError(
                 f"the module's class {local[0]} is defined in __main__ (a notebook or a "
-                "script), which anpred's worker processes cannot import: define it in a .py "
-                "file and import it, give 'file.py:function', or install cloudpickle"
+                "script) or without a file, so anpred's worker processes cannot import it: "
+                "define it in a .py file and import it, give 'file.py:function', or install "
+                "cloudpickle"
             ) from None
     buffer = io.BytesIO()
     try:
