@@ -21,11 +21,11 @@ GOLDEN = ROOT / "tests" / "pipeline" / "data" / "golden_run"
 
 
 def readme_example() -> str:
-    """The first ``python`` code block of the README's "Python API" section."""
+    """The first ``python`` code block of the README's "From Python" part."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("### Python API", 1)[1]
+    section = text.split("**From Python**", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "README.md's Python API section has no python code block"
+    assert match, "README.md's From Python part has no python code block"
     return match.group(1)
 
 
@@ -117,7 +117,7 @@ def test_the_readme_example_runs(
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "pipeline"))
     from tiny_model import tiny_cnn
 
-    tiny_cnn(tmp_path / "tiny.onnx")
+    tiny_cnn(tmp_path / "model.onnx")  # the README's example names model.onnx
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     exec(compile(readme_example(), "README.md", "exec"), {})
