@@ -94,7 +94,7 @@ ALL = [
     pytest.param(
         name,
         marks=pytest.mark.skipif(
-            not get_library(lib).available(), reason=f"{lib} is not available (make env)"
+            not get_library(lib).available(), reason=f"{lib} is not available (make runtimes)"
         ),
         id=name,
     )

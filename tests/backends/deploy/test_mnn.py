@@ -1,5 +1,5 @@
 """MNN (anpred.backends.deploy.mnn): MNNConvert from ONNX and the MNN runtime, in its own
-environment (requirements/runtimes/mnn.txt, `make env`), offline.
+environment (requirements/runtimes/mnn.txt, `make runtimes`), offline.
 
 Skipped where the MNN environment is not built.
 """
