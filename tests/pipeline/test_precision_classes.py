@@ -1,0 +1,61 @@
+"""Mixed-precision runs on the tiny CNN: each participant judged within its precision class.
+
+Four fp32 libraries beside three bf16 configurations and one fp16 (issue 35): a mild fault
+in an fp32 library (mantissa cut to 14 bits in one stage, ~1e-5 relative, 100x fp32 noise
+and 300x below bf16's) is found and localized although bf16's spread is in the run; the
+bf16/fp16 configurations doing what correct bf16/fp16 arithmetic does are not findings; and
+a bf16 configuration made worse than bf16 in one stage (mantissa cut to 4 bits) is found
+against the ideal bf16 reference and localized there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import anpred
+
+pytestmark = pytest.mark.slow
+
+LIBS = "torch,onnxruntime,openvino,jax,torch[bf16],openvino[bf16],jax[bf16],openvino[f16]"
+
+
+def _inject(tiny_onnx, out, lib: str, severity: int) -> dict:
+    proc = anpred(
+        "inject", str(tiny_onnx), "--lib", lib, "--stage", "s2", "--fault", "mantissa",
+        "--severity", str(severity), "--libs", LIBS, "--synthetic", "2", "--no-drill",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_an_fp32_fault_beside_reduced_precision_configurations(tiny_onnx, tmp_path) -> None:
+    s = _inject(tiny_onnx, tmp_path / "run", "onnxruntime", 14)
+    faulty = "onnxruntime!mantissa@s2"
+    flagged = {f["participant"] for f in s["findings"]}
+    assert flagged == {faulty}
+    assert {f["anchor"] for f in s["findings"]} <= {"s2", "output"}
+    emergence = s["localization"]["participants"][faulty]["emergence"]
+    assert set(emergence.values()) == {"s2"}
+    classes = s["precision"]["classes"]
+    assert classes["bf16"]["members"] == ["torch[bf16]", "openvino[bf16]", "jax[bf16]"]
+    assert classes["bf16"]["reference"] == "torch[ideal-bf16]"
+    assert classes["fp16"]["members"] == ["openvino[f16]"]
+    # the fp32 floor is fp32's; the bf16 floor is correct bf16 arithmetic's (~1e-3)
+    assert classes["fp32"]["floor"]["s2"] < 1e-6 < 1e-4 < classes["bf16"]["floor"]["s2"]
+    assert s["precision"]["participants"]["jax[bf16]"]["class"] == "bf16"
+
+
+def test_a_bf16_configuration_worse_than_bf16(tiny_onnx, tmp_path) -> None:
+    s = _inject(tiny_onnx, tmp_path / "run", "jax[bf16]", 4)
+    faulty = "jax[bf16]!mantissa@s2"
+    assert {f["participant"] for f in s["findings"]} == {faulty}
+    first = s["localization"]["participants"][faulty]["emergence"]
+    assert set(first.values()) == {"s2"}
+    assert s["localization"]["participants"][faulty]["top_stage"] == "s2"
+    finding = next(f for f in s["findings"] if f["anchor"] == "s2")
+    assert finding["metrics"]["precision"] == "bf16"
+    # several times the ideal bf16 reference's error (measured 13x)
+    assert finding["metrics"]["value"] > 5 * finding["metrics"]["noise_floor"]
