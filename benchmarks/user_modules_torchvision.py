@@ -52,17 +52,23 @@ def measure(name: str, out: Path, images: int, libs: str) -> dict[str, Any]:
 
     model = build(name)
     start = time.perf_counter()
-    run = anpred.run(
-        model,
-        example_inputs=torch.zeros(1, 3, 224, 224),
-        libs=libs,
-        images=images,
-        out=out / name,
-        preprocess="imagenet",
-        progress=None,
-    )
+    error = None
+    try:
+        run = anpred.run(
+            model,
+            example_inputs=torch.zeros(1, 3, 224, 224),
+            libs=libs,
+            images=images,
+            out=out / name,
+            preprocess="imagenet",
+            progress=None,
+        )
+    except anpred.AnpredError as err:  # every failure a usage error (e.g. a missing
+        error = str(err)  # translator): the others' results are in the run directory
+        run = anpred.load(out / name)
     wall = time.perf_counter() - start
     return {
+        "error": error,
         "model": name,
         "parameters": sum(p.numel() for p in model.parameters()),
         "anchors": [a.key for a in run.anchors],
@@ -99,6 +105,8 @@ def main() -> None:
             + (", ".join(f"{p}@{a}" for p, a in result["findings"]) or "none"),
             flush=True,
         )
+        if result["error"]:
+            print(f"   anpred: {result['error']}", flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
 
 

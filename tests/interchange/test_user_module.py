@@ -174,3 +174,15 @@ def test_a_worker_refuses_a_source_file_changed_since_the_export(tmp_path: Path)
     source.write_text(MODULES.read_text() + "\n# edited\n")
     with pytest.raises(UsageError, match="net.py changed since this run exported its module"):
         load_user_module(tmp_path / "model")
+
+
+def test_constant_arithmetic_of_the_export_is_folded_and_recorded(tmp_path: Path) -> None:
+    import onnx
+
+    record = tmp_path / "folding.json"
+    export = export_user_module(_source("build_masked"), tmp_path / "m", folding_record=record)
+    for path in (export.anchored_path, export.plain_path):
+        assert "ScatterND" not in {n.op_type for n in onnx.load(str(path)).graph.node}
+    folding = json.loads(record.read_text())
+    assert folding["used"] and folding["removed_ops"]["ScatterND"] >= 1
+    assert all(o["ok"] for o in folding["outputs"])

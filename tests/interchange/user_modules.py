@@ -61,3 +61,22 @@ def build_eigen() -> tuple[nn.Module, torch.Tensor]:
 def build_bare() -> nn.Module:
     """The module alone (its input shape comes from --input-shape)."""
     return SmallCnn()
+
+
+class Masked(nn.Module):
+    """A mask built in ``forward`` by slice assignment (as swin_t's shifted windows are):
+    ``ScatterND`` on constants in the export, which folding removes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = x.new_zeros((x.shape[-2], x.shape[-1]))
+        mask[: x.shape[-2] // 2, :] = 1.0
+        return self.conv(x) * mask
+
+
+def build_masked() -> tuple[nn.Module, torch.Tensor]:
+    """A module whose export holds constant arithmetic."""
+    return Masked(), torch.randn(1, 3, 8, 8)

@@ -54,6 +54,7 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
             int(request.get("seed", 0)),
             parse_input_shapes(request.get("input_shapes") or ()),
             Path(packing) if (packing := request.get("packing_record")) else None,
+            folding_record=Path(folding) if (folding := request.get("folding_record")) else None,
         )
         return export.to_dict()
     from anpred.interchange.export import export_zoo_model

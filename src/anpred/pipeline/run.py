@@ -240,6 +240,7 @@ def export_model(
                 "seed": options.seed,
                 "input_shapes": list(options.input_shapes),
                 "packing_record": str(store.packing_path.resolve()),
+                "folding_record": str(store.folding_path.resolve()),
             }
         )
     else:
