@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anpred import fork_server
-from anpred.report.run_summary import RunSummary, as_float
+from anpred.report.run_summary import RunSummary, as_dict, as_float
 
 DPI = 110
 """Resolution of the PNGs (the HTML shows them at their natural width, up to the page's)."""
@@ -204,6 +204,19 @@ def propagation_plot(view: RunSummary) -> bytes | None:
         ax.plot(xs, ys, color="black", linestyle="--", linewidth=1.2,
                 label="noise floor (fp32 reference vs fp64)")
         plotted = True
+    # one floor per reduced-precision class: its ideal reference's error (docs/oracle.md)
+    classes = as_dict(view.section("precision").get("classes"))
+    dashes = iter([(0, (5, 2, 1, 2)), ":", (0, (1, 1)), (0, (8, 3))])
+    for name, record in classes.items():
+        if name == "fp32":
+            continue
+        floor = [(position[a], v) for a, v in as_dict(as_dict(record).get("floor")).items()
+                 if a in position and _positive(v) is not None]
+        if floor:
+            floor.sort()
+            xs, ys = zip(*floor, strict=True)
+            ax.plot(xs, ys, color="#444444", linestyle=next(dashes, "--"), linewidth=1.2,
+                    label=_safe(f"{name} floor (ideal {name} arithmetic vs fp64)"))
     if not plotted:
         return None
     ax.set_yscale("log")

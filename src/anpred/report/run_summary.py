@@ -352,3 +352,41 @@ def noise_rule_line(oracle: Mapping[str, Any]) -> str | None:
     alpha = as_float(calibration.get("false_alarm_per_cell"))
     target = f", false-alarm target {alpha:g} per cell" if alpha is not None else ""
     return f"{rule}: per-anchor factors {spread}{target}; from {source}"
+
+
+def precision_lines(precision: Mapping[str, Any]) -> list[str]:
+    """One line per precision class when a run mixes classes (none for an all-fp32 run):
+    its members, what it is judged against and its median floor at the last anchor.
+    """
+    classes = as_dict(precision.get("classes"))
+    if set(classes) <= {"fp32"}:
+        return []
+    lines = []
+    for name, record in classes.items():
+        record = as_dict(record)
+        members = [str(m) for m in record.get("members") or []]
+        floors = [as_float(v) for v in as_dict(record.get("floor")).values()]
+        last = next((f for f in reversed(floors) if f is not None), None)
+        at = f", floor at the output {last:.1e}" if last is not None else ""
+        factor = as_float(record.get("factor")) or 0
+        against = (
+            f"vs each other, {factor:g}x the fp32 reference's error"
+            if name == "fp32"
+            else f"vs {as_text(record.get('reference'))} (ideal {name} arithmetic), "
+            f"{factor:g}x its error"
+        )
+        lines.append(f"{name}: {len(members)} ({', '.join(members)}); {against}{at}")
+    return lines
+
+
+def precision_class(precision: Mapping[str, Any], participant: str) -> str:
+    """The class ``participant`` was judged in (``ideal bf16`` for an ideal reference,
+    ``""`` when the summary does not say).
+    """
+    record = as_dict(as_dict(precision.get("participants")).get(participant))
+    if record:
+        return as_text(record.get("class")) or ""
+    for name, entry in as_dict(precision.get("classes")).items():
+        if as_dict(entry).get("reference") == participant and name != "fp32":
+            return f"ideal {name}"
+    return ""

@@ -30,6 +30,7 @@ from anpred.report.run_summary import (
     as_list,
     input_list,
     noise_rule_line,
+    precision_lines,
     short_baseline_name,
 )
 
@@ -119,6 +120,9 @@ def verdict_section(view: RunSummary) -> Markup:
         ("participants", ", ".join(p.name for p in view.participants) or None),
         ("reference", " / ".join(f"{k}: {v}" for k, v in view.reference.items()) or None),
         ("oracle", _oracle(oracle) or None),
+        ("precision classes",
+         Markup("<br>".join(esc(line) for line in precision_lines(view.section("precision"))))
+         or None),
     ]
     closest = _closest_to_fp64(view)
     if closest:

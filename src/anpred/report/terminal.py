@@ -22,6 +22,8 @@ from anpred.report.run_summary import (
     RunSummary,
     input_list,
     noise_rule_line,
+    precision_class,
+    precision_lines,
     short_baseline_name,
 )
 from anpred.store import RunStore, Status
@@ -103,6 +105,8 @@ def _header(view: RunSummary) -> list[tuple[str, str]]:
     rule = noise_rule_line(view.section("oracle"))
     if rule:
         lines.append(("noise rule", rule))
+    for line in precision_lines(view.section("precision")):
+        lines.append(("precision", line))
     return lines
 
 
@@ -141,8 +145,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequenc
 
 def _participant_rows(view: RunSummary) -> tuple[list[str], list[list[str]], list[list[str]]]:
     baselines = view.baseline_names
-    header = ["participant", "status", "version", "emergence", "top stage", "findings",
-              *[short_baseline_name(b) for b in baselines], "observer"]
+    precision = view.section("precision")
+    mixed = bool(precision_lines(precision))  # a class column only where classes differ
+    header = ["participant", *(["class"] if mixed else []), "status", "version", "emergence",
+              "top stage", "findings", *[short_baseline_name(b) for b in baselines], "observer"]
     counts = view.findings_per_participant
     n_inputs = len(view.input_ids)
     rows, colours = [], []
@@ -155,6 +161,10 @@ def _participant_rows(view: RunSummary) -> tuple[list[str], list[list[str]], lis
         ok = record.status == Status.OK
         colour = ["", "red" if record.failed else "green" if ok else "yellow",
                   "", "", "", "red" if n else ""]
+        if mixed:
+            fell_back = " (ran fp32)" if record.settings.get("fell_back") else ""
+            row.insert(1, (precision_class(precision, record.name) or "-") + fell_back)
+            colour.insert(1, "")
         for baseline in baselines:
             passed, failed = view.baseline_verdict(baseline, record.name)
             if passed is None:
