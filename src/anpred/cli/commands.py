@@ -442,7 +442,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     from anpred.pipeline.chunks import DEFAULT_CHUNK
 
     parser.add_argument(
-        "model", help="zoo model name (see `anpred models`) or path to an .onnx file"
+        "model",
+        help="zoo model name (see `anpred models`), path to an .onnx file, or a torch module: "
+        "path/to/file.py:function (returning the module, or (module, example_inputs)) or a "
+        "module saved whole with torch.save (.pt)",
     )
     what = parser.add_argument_group("participants and inputs")
     what.add_argument(

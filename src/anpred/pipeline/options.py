@@ -11,7 +11,8 @@ class RunOptions:
     """Everything that determines a run's results (``run.json`` in the run directory).
 
     Attributes:
-        model: Zoo model name or path of an ``.onnx`` file.
+        model: Zoo model name, path of an ``.onnx`` file, or a torch module's source
+            (``file.py:function``, ``file.pt``; :mod:`anpred.interchange.user_module`).
         libs: Participant specs (``torch``, ``onnxruntime[O1]``) or ``("all",)``.
         images: Number of bundled photographs (ignored when ``image_paths`` is set).
         image_paths: User image files.
