@@ -235,3 +235,31 @@ def test_introduced_errors_get_their_own_factor():
     cal = calibrate_rows(rows, "ref", resolution=1e-8)
     assert cal.introduced["s"].n == 12  # the reference's own ratio (1) is left out
     assert 1.0 < cal.introduced_factor("s") < 10
+
+
+def test_a_reduced_class_is_calibrated_from_its_ratios_to_its_ideal() -> None:
+    from anpred.analysis.oracle import CLASS_FACTOR, OracleParams
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(4):
+        for p in ("torch", "onnxruntime", "jax"):
+            rows.append({"participant": p, "anchor": "a", "input": f"i{i}", "rel_l2": 1e-7,
+                         "noise_floor": 1e-7, "introduced": 1e-7, "pairwise": False})
+        for p in ("torch[bf16]", "jax[bf16]", "tensorflow[bf16]"):
+            ratio = float(rng.uniform(0.9, 1.3))  # clean bf16 members: ~the ideal's error
+            rows.append({"participant": p, "anchor": "a", "input": f"i{i}",
+                         "rel_l2": 4e-3 * ratio, "noise_floor": 4e-3, "introduced": 2e-3,
+                         "introduced_floor": 2e-3, "pairwise": False, "precision": "bf16"})
+    cal = calibrate_rows(rows, "torch", resolution=1e-12)
+    factor = cal.class_factor("bf16", "a")
+    assert factor is not None and 1.3 < factor < CLASS_FACTOR * 2
+    assert cal.class_factor("bf16", "a", introduced=True) == pytest.approx(1.0)
+    assert cal.class_factor("fp16", "a") is None
+    params = OracleParams(calibration=cal)
+    assert params.factor_of("bf16", "a") == factor
+    assert params.factor_of("fp16", "a") == CLASS_FACTOR
+    assert Calibration.from_dict(cal.to_dict()).classes == cal.classes
+    # the fp32 factors are learnt from the fp32 rows alone
+    assert cal.factor("a") == calibrate_rows(rows[:0] + [r for r in rows if "precision" not in r],
+                                             "torch", resolution=1e-12).factor("a")

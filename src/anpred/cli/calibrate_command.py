@@ -95,7 +95,8 @@ def add_calibrate_parser(
         "calibrate",
         parents=[common] if common is not None else [],
         help="learn a model's per-anchor noise thresholds on held-out inputs; cache them",
-        description="Run the participants (legitimate fp32 implementations only) on seeded "
+        description="Run the participants (legitimate implementations of their precision "
+        "class) on seeded "
         "synthetic inputs that no run judges, learn a noise factor per anchor from their "
         "spread (docs/oracle.md) and store it in the anpred cache ($ANPRED_CACHE, default "
         "~/.cache/anpred/calibrations), keyed by model and weights (or the ONNX file's "

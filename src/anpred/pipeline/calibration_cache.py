@@ -303,23 +303,15 @@ def calibration_options(options: RunOptions, n_inputs: int) -> RunOptions:
     :data:`SEED_OFFSET` where it does not make the weights.
 
     Raises:
-        UsageError: Fewer than 2 inputs, or a reduced-precision participant.
+        UsageError: Fewer than 2 inputs.
+
+    Reduced-precision participants may take part: their classes' factors are learnt from
+    their ratios to their ideal references (``Calibration.classes``).
     """
     from anpred.pipeline.run import is_onnx_path
 
     if n_inputs < 2:
         raise UsageError(f"--inputs: a calibration needs at least 2 inputs, got {n_inputs}")
-    from anpred.participants import parse_participants
-
-    reduced = [
-        p.name
-        for p in parse_participants(list(options.libs))
-        if p.name not in fp32_participants([p])
-    ]
-    if reduced:
-        raise UsageError(
-            f"calibrate on legitimate fp32 participants only, not {', '.join(reduced)}"
-        )
     weights_from_seed = not is_onnx_path(options.model) and options.weights is None
     return replace(
         options,
@@ -343,7 +335,7 @@ def calibrate_model(
         The calibration and its cache file.
 
     Raises:
-        UsageError: Too few inputs, a reduced-precision participant, or fewer than three
+        UsageError: Too few inputs, or fewer than three
             participants finished (no population to learn from).
     """
     from anpred.pipeline.calibrate import calibrate_run
