@@ -5,7 +5,7 @@ in an fp32 library (mantissa cut to 14 bits in one stage, ~1e-5 relative, 100x f
 and 300x below bf16's) is found and localized although bf16's spread is in the run; the
 bf16/fp16 configurations doing what correct bf16/fp16 arithmetic does are not findings; and
 a bf16 configuration made worse than bf16 in one stage (mantissa cut to 4 bits) is found
-against the ideal bf16 reference and localized there.
+against the ideal bf16 reference, localized there, and drilled to its first operator.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ pytestmark = pytest.mark.slow
 LIBS = "torch,onnxruntime,openvino,jax,torch[bf16],openvino[bf16],jax[bf16],openvino[f16]"
 
 
-def _inject(tiny_onnx, out, lib: str, severity: int) -> dict:
+def _inject(tiny_onnx, out, lib: str, severity: int, drill: bool = False) -> dict:
     proc = anpred(
         "inject", str(tiny_onnx), "--lib", lib, "--stage", "s2", "--fault", "mantissa",
-        "--severity", str(severity), "--libs", LIBS, "--synthetic", "2", "--no-drill",
-        "--out", str(out),
+        "--severity", str(severity), "--libs", LIBS, "--synthetic", "2",
+        *([] if drill else ["--no-drill"]), "--out", str(out),
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return json.loads((out / "summary.json").read_text())
@@ -49,7 +49,7 @@ def test_an_fp32_fault_beside_reduced_precision_configurations(tiny_onnx, tmp_pa
 
 
 def test_a_bf16_configuration_worse_than_bf16(tiny_onnx, tmp_path) -> None:
-    s = _inject(tiny_onnx, tmp_path / "run", "jax[bf16]", 4)
+    s = _inject(tiny_onnx, tmp_path / "run", "jax[bf16]", 4, drill=True)
     faulty = "jax[bf16]!mantissa@s2"
     assert {f["participant"] for f in s["findings"]} == {faulty}
     first = s["localization"]["participants"][faulty]["emergence"]
@@ -59,3 +59,9 @@ def test_a_bf16_configuration_worse_than_bf16(tiny_onnx, tmp_path) -> None:
     assert finding["metrics"]["precision"] == "bf16"
     # several times the ideal bf16 reference's error (measured 13x)
     assert finding["metrics"]["value"] > 5 * finding["metrics"]["noise_floor"]
+    # the drill-down judges its operators against the ideal bf16 reference's too: the
+    # stage's first operator (the conv, faulted like the sigmoid after it) is named
+    (target,) = s["drill"]["targets"]
+    assert target["participant"] == faulty and target["named"] == "op0001"
+    assert "torch[ideal-bf16]" in s["drill"]["population"]
+    assert all(op["threshold"] > 1e-3 for op in target["ops"])  # bf16's, not fp32's

@@ -26,7 +26,13 @@ import numpy as np
 from anpred.errors import UsageError
 from anpred.execution.transform import TRANSFORMS_KEY
 from anpred.interchange.export import AnchoredExport
-from anpred.participants import REFERENCE32, REFERENCE64, Participant, parse_participant
+from anpred.participants import (
+    REFERENCE32,
+    REFERENCE64,
+    Participant,
+    parse_participant,
+    precision_classes,
+)
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
@@ -229,6 +235,7 @@ def _evidence(
     from anpred.store import CAPTURE, ISOLATED
 
     store = RunStore(drill_root)
+    classes = precision_classes(names)  # each judged in its class, as in the run
     evidence: dict[str, list[AnchorEvidence]] = {k: [] for k in keys}
     introduced: dict[str, dict[tuple[str, str], float]] = {k: {} for k in keys}
     for input_id in input_ids:
@@ -256,7 +263,15 @@ def _evidence(
                         continue
                 if REFERENCE32 in aligned and len(aligned) >= 2:
                     evidence[key].append(
-                        assess(key, input_id, aligned, aligned[REFERENCE32], fp64, params=params)
+                        assess(
+                            key,
+                            input_id,
+                            aligned,
+                            aligned[REFERENCE32],
+                            fp64,
+                            params=params,
+                            classes=classes,
+                        )
                     )
         finally:
             ref.close()
