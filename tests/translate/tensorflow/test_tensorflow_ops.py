@@ -640,18 +640,19 @@ def test_settings_are_recorded_and_checked():
 
 
 def test_unknown_op_names_op_opset_node_and_library():
-    node = helper.make_node("Hardmax", ["x"], ["y"], name="head/hardmax")
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], name="head/custom", domain="com.example")
     graph = helper.make_graph(
         [node],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     with pytest.raises(MissingTranslatorError) as info:
         GraphProgram(model, NHWC)
-    assert (
-        str(info.value) == "op Hardmax (opset 17, node head/hardmax) has no tensorflow translator"
+    assert str(info.value) == (
+        "op com.example.NoSuchOp (opset 17, node head/custom) has no tensorflow translator"
     )
 
 

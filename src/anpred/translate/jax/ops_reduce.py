@@ -1,4 +1,5 @@
-"""Reduction ONNX ops: ReduceMean/Sum/Max/Min/Prod/L2, ArgMax/ArgMin.
+"""Reduction ONNX ops: ReduceMean/Sum/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp,
+ArgMax/ArgMin.
 
 Axes come as an attribute (ReduceSum before opset 13, the others before 18) or as the
 second input (later opsets); both forms are accepted whatever the opset.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from anpred.translate.jax.numerics import index_dtype
@@ -43,6 +45,15 @@ def _apply(call: NodeCall, x: Any, axes_tensor: Any, fn: Any) -> Any:
 
 
 for _op, _fn in _REDUCTIONS.items():
+    register(_LIB, _op)(_reduce(_fn))
+
+_MORE_REDUCTIONS = {
+    "ReduceL1": lambda x, **kw: jnp.sum(jnp.abs(x), **kw),
+    "ReduceSumSquare": lambda x, **kw: jnp.sum(x * x, **kw),
+    "ReduceLogSum": lambda x, **kw: jnp.log(jnp.sum(x, **kw)),
+    "ReduceLogSumExp": jax.nn.logsumexp,
+}
+for _op, _fn in _MORE_REDUCTIONS.items():
     register(_LIB, _op)(_reduce(_fn))
 
 

@@ -23,12 +23,14 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_conv_transpose",
     "anpred.translate.paddle.ops_elementwise",
     "anpred.translate.paddle.ops_lrn",
+    "anpred.translate.paddle.ops_math",
     "anpred.translate.paddle.ops_matmul",
     "anpred.translate.paddle.ops_nn",
     "anpred.translate.paddle.ops_recurrent",
     "anpred.translate.paddle.ops_reduce",
     "anpred.translate.paddle.ops_resize",
     "anpred.translate.paddle.ops_tensor",
+    "anpred.translate.paddle.ops_transformer",
 )
 
 

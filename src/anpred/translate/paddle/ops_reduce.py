@@ -1,4 +1,4 @@
-"""Reductions (mean, sum, max, min), with ``paddle.mean`` / ``sum`` / ``max`` / ``min``.
+"""Reductions (mean, sum, max, min, prod, log-sum-exp, L1, L2, sum of squares, log-sum).
 
 Axes come from the ``axes`` attribute (ReduceMean/Max/Min before opset 18, ReduceSum
 before 13) or from the second input (from those opsets on); an absent or empty axes list
@@ -21,6 +21,12 @@ _REDUCERS = {
     "ReduceSum": (paddle.sum, 13),
     "ReduceMax": (paddle.max, 18),
     "ReduceMin": (paddle.min, 18),
+    "ReduceProd": (paddle.prod, 18),
+    "ReduceLogSumExp": (paddle.logsumexp, 18),
+    "ReduceL1": (lambda x, **kw: paddle.sum(paddle.abs(x), **kw), 18),
+    "ReduceL2": (lambda x, **kw: paddle.sqrt(paddle.sum(paddle.square(x), **kw)), 18),
+    "ReduceSumSquare": (lambda x, **kw: paddle.sum(paddle.square(x), **kw), 18),
+    "ReduceLogSum": (lambda x, **kw: paddle.log(paddle.sum(x, **kw)), 18),
 }
 
 

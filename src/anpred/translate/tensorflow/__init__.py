@@ -30,6 +30,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_conv_transpose,
         ops_elementwise,
         ops_index,
+        ops_math,
         ops_matmul,
         ops_norm,
         ops_pool,
@@ -37,6 +38,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_reduce,
         ops_resize,
         ops_shape,
+        ops_transformer,
     )
     from anpred.translate.tensorflow.adapter import TensorFlowAdapter
 

@@ -20,7 +20,7 @@ from anpred.translate.tensorflow.lean_import import tf
 
 def _divide(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     if a.dtype.is_integer:
-        return tf.math.truncatediv(a, b)  # ONNX integer Div truncates, like C
+        return tf.truncatediv(a, b)  # ONNX integer Div truncates, like C
     return tf.math.divide(a, b)
 
 

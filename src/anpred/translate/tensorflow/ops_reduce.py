@@ -64,6 +64,12 @@ _register_reduce("ReduceMean", tf.math.reduce_mean)
 _register_reduce("ReduceSum", tf.math.reduce_sum)
 _register_reduce("ReduceMax", tf.math.reduce_max)
 _register_reduce("ReduceMin", tf.math.reduce_min)
+_register_reduce("ReduceProd", tf.math.reduce_prod)
+_register_reduce("ReduceLogSumExp", tf.math.reduce_logsumexp)
+_register_reduce("ReduceL2", tf.math.reduce_euclidean_norm)
+_register_reduce("ReduceL1", lambda t, **kw: tf.math.reduce_sum(tf.math.abs(t), **kw))
+_register_reduce("ReduceSumSquare", lambda t, **kw: tf.math.reduce_sum(tf.math.square(t), **kw))
+_register_reduce("ReduceLogSum", lambda t, **kw: tf.math.log(tf.math.reduce_sum(t, **kw)))
 
 
 def _register_softmax(op_type: str, fn: Callable[..., tf.Tensor]) -> None:
