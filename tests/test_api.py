@@ -260,12 +260,12 @@ def test_a_torch_module_runs_from_python_with_its_example_inputs(
         "torch": Status.OK, "onnxruntime": Status.OK,
     }  # fmt: skip
     assert run.exit_code == 0 and not run.findings
-    # named inputs of two dtypes, layer anchors, the token ids' range given as on the CLI
+    # named inputs of two dtypes, layer anchors; seeded token ids within the example's span
     example = {"ids": torch.randint(0, 50, (1, 8)), "scale": torch.rand(1, 8, 1)}
     run = anpred.run(
         Tokens(), example_inputs=example,
         libs="torch,onnxruntime", images=1, out=tmp_path / "tokens", progress=None,
-        granularity="layer", input_range="ids=0,50",
+        granularity="layer",
     )  # fmt: skip
     assert run.anchors[0].key == "emb" and run.anchors[-1].key == "output"
     assert all(p.status is Status.OK for p in run.participants)

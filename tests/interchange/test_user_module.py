@@ -18,6 +18,7 @@ from anpred.interchange.packing import layout, pack
 from anpred.interchange.user_module import (
     RECORD_FILE,
     ModuleRecord,
+    example_ranges,
     example_tensors,
     is_module_source,
     load_user_module,
@@ -186,3 +187,13 @@ def test_constant_arithmetic_of_the_export_is_folded_and_recorded(tmp_path: Path
     folding = json.loads(record.read_text())
     assert folding["used"] and folding["removed_ops"]["ScatterND"] >= 1
     assert all(o["ok"] for o in folding["outputs"])
+
+
+def test_integer_inputs_default_to_their_example_span(tmp_path: Path) -> None:
+    export_user_module(_source("build_tokens"), tmp_path)
+    record = ModuleRecord.from_dict(json.loads((tmp_path / RECORD_FILE).read_text()))
+    ids, scale = record.inputs
+    assert ids.span is not None and 0 <= ids.span[0] <= ids.span[1] < 50 and scale.span is None
+    assert example_ranges(tmp_path, (), ()) == (f"ids={ids.span[0]},{ids.span[1]}",)
+    assert example_ranges(tmp_path, (), ("ids=0,9",)) == ()  # the user's own range wins
+    assert example_ranges(tmp_path, (0.0, 9.0), ()) == ()  # and a bare --input-range

@@ -72,20 +72,36 @@ def resolved_source(model: str) -> str:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One input of the module, as its example gave it."""
+    """One input of the module, as its example gave it.
+
+    Attributes:
+        name: Input name (a dict key, ``input``, or ``input0``, ``input1``...).
+        shape: Its shape.
+        dtype: Its dtype name (floating inputs are float32).
+        span: ``(min, max)`` of an integer example (token ids, class indices), the default
+            range of the run's seeded values of that input; ``None`` for floats.
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    span: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        data = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        return {**data, "span": list(self.span)} if self.span is not None else data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InputSpec:
         """Inverse of :meth:`to_dict`."""
-        return cls(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+        span = data.get("span")
+        return cls(
+            str(data["name"]),
+            tuple(int(d) for d in data["shape"]),
+            str(data["dtype"]),
+            (int(span[0]), int(span[1])) if span is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -271,9 +287,28 @@ def build_user_module(
 
 def input_specs(pairs: Sequence[tuple[str, Any]]) -> tuple[InputSpec, ...]:
     """The :class:`InputSpec` of each ``(name, tensor)``."""
+    specs = []
+    for name, t in pairs:
+        integer = not t.is_floating_point() and t.numel() > 0 and str(t.dtype) != "torch.bool"
+        span = (int(t.min()), int(t.max())) if integer else None
+        dtype = str(t.dtype).replace("torch.", "")
+        specs.append(InputSpec(name, tuple(int(d) for d in t.shape), dtype, span))
+    return tuple(specs)
+
+
+def example_ranges(folder: Path, bare: Sequence[float], named: Sequence[str]) -> tuple[str, ...]:
+    """``NAME=LO,HI`` ranges of the integer inputs of the module exported into ``folder``
+    that the user gave no range (``--input-range``): their example's min and max, so that
+    seeded token ids stay inside the embedding the example was made for.
+    """
+    if bare or not (folder / RECORD_FILE).is_file():
+        return ()
+    given = {value.split("=", 1)[0].strip() for value in named}
+    record = ModuleRecord.from_dict(json.loads((folder / RECORD_FILE).read_text()))
     return tuple(
-        InputSpec(name, tuple(int(d) for d in t.shape), str(t.dtype).replace("torch.", ""))
-        for name, t in pairs
+        f"{i.name}={i.span[0]},{i.span[1]}"
+        for i in record.inputs
+        if i.span is not None and i.name not in given
     )
 
 

@@ -32,7 +32,12 @@ from anpred.execution.pool import (
 from anpred.execution.slots import AUTO, Parallel, describe_auto, resolve, run_need
 from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
-from anpred.interchange.user_module import check_module_source, is_module_source, resolved_source
+from anpred.interchange.user_module import (
+    check_module_source,
+    example_ranges,
+    is_module_source,
+    resolved_source,
+)
 from anpred.library.descriptor import Loads
 from anpred.participants import (
     REFERENCE32,
@@ -131,6 +136,9 @@ def prepare_inputs(
     store = RunStore(run_dir)
     if store.has_inputs():
         return store.read_input_ids()
+    if export is not None and is_module_source(options.model):  # integers: the example's span
+        spans = example_ranges(export.folder, options.input_range, options.input_ranges)
+        options = replace(options, input_ranges=(*options.input_ranges, *spans))
     if export is not None and store.has_packing():  # a user model with several inputs
         from anpred.inputs.several import several_inputs
 
