@@ -16,14 +16,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from anpred import fork_server
 from anpred.errors import AnpredError
-from anpred.evaluation.grid import EvalGrid, fp32_configurations
+from anpred.evaluation.grid import EvalGrid, fp32_configurations, sample_nodes
 from anpred.evaluation.scoring import fault_outcome, fault_row
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
-from anpred.inject.plan import plan_fault
+from anpred.inject.plan import plan_fault, stage_anchors
 from anpred.inject.spec import FaultSpec
+from anpred.inject.stages import resolve_targets
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import (
     REFERENCE32,
@@ -195,6 +198,46 @@ def run_fault(
     return fault_row(summary, clean, model, library, faulty.name, spec)
 
 
+def fault_list(
+    grid: EvalGrid, model: str, base: Path, stages: Sequence[str]
+) -> list[tuple[str, FaultSpec]]:
+    """Every (faulty participant, fault) of one model, in campaign order: per participant,
+    axis, severity and stage; an axis with ``nodes`` gives one single-node fault per drawn
+    node (:func:`~anpred.evaluation.grid.sample_nodes`).
+    """
+    anchored = None
+    faults = []
+    for lib in grid.faulty:
+        for axis in grid.faults:
+            for severity in axis.severities:
+                for stage in stages:
+                    spec = {"stage": stage, "op": axis.op, "kind": axis.kind, "severity": severity}
+                    if axis.partial is not None:
+                        spec["partial"] = axis.partial
+                    if not axis.nodes:
+                        faults.append((lib, FaultSpec.from_dict(spec)))
+                        continue
+                    if anchored is None:
+                        anchored = _anchored(base)
+                    for node in _nodes(anchored, FaultSpec.from_dict(spec), model, axis.nodes):
+                        faults.append((lib, FaultSpec.from_dict({**spec, "node": node})))
+    return faults
+
+
+def _anchored(base: Path) -> tuple[Any, Any]:
+    """The clean run's anchored ONNX model and its stage anchors."""
+    export = AnchoredExport.from_dict(RunStore.open(base).read_export())
+    return onnx.load(str(export.anchored_path)), stage_anchors(export)
+
+
+def _nodes(anchored: tuple[Any, Any], spec: FaultSpec, model: str, k: int) -> list[str]:
+    try:
+        targets = resolve_targets(anchored[0], anchored[1], spec)
+    except AnpredError:
+        return []  # the kind matches no node of this stage: nothing to draw
+    return sample_nodes(targets, k, f"{model}|{spec.stage}|{spec.kind}|{spec.op}")
+
+
 def run_configurations(
     base: Path,
     out: Path,
@@ -236,7 +279,10 @@ def run_faults(
     """
 
     def one(index: int, lib: str, spec: FaultSpec) -> dict[str, Any] | None:
-        name = safe_name(f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}")
+        name = safe_name(
+            f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}"
+            + (f"-{spec.node}" if spec.node else "")
+        )
         say(
             f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
             f"op={spec.op} severity={spec.severity}"
@@ -359,18 +405,7 @@ def evaluate(
         anchors = clean.anchor_keys
         stages = anchors[:-1] if grid.stages == "all" else list(grid.stages)
         result = ModelResult(model, clean)
-        faults = [
-            (
-                lib,
-                FaultSpec.from_dict(
-                    {"stage": stage, "op": axis.op, "kind": axis.kind, "severity": severity}
-                ),
-            )
-            for lib in grid.faulty
-            for axis in grid.faults
-            for severity in axis.severities
-            for stage in stages
-        ]
+        faults = fault_list(grid, model, base, stages)
         result.rows.extend(
             run_faults(
                 base, folders, model, faults, clean, say, threads, parallel, reanalyse, executor

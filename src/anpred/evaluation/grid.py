@@ -14,6 +14,13 @@ real-configuration study: per model, one run of the clean participants plus thes
 configurations, no injection (:data:`STUDY_CONFIGURATIONS` lists the usual ones;
 ``configs/study.json`` runs the study on every zoo model). ``sizes`` (e.g. ``[320, 480,
 640]``) adds an input-size sweep per model (``anpred sweep``) for dimension sensitivity.
+A fault axis may also take ``"nodes": K`` (a fault in **one operator**: K nodes of each
+stage drawn with a fixed seed among those the kind applies to, each its own fault run,
+instead of every matching node of the stage) and ``"partial": "above:2"`` (only the
+elements above twice the tensor's RMS are faulted, ``anpred inject --partial``). ``faulty``
+may name reduced-precision configurations (``jax[bf16]``): their faults are judged against
+their class's ideal reference (``docs/oracle.md``). ``configs/harder.json`` combines them
+with ULP-level mantissa severities (19-22 bits kept).
 ``calibration`` (default 4) is the number of seeded synthetic images of the clean run per
 model the oracle's per-anchor thresholds are learnt from (``docs/oracle.md``); ``0`` judges
 with the fixed noise factor.
@@ -34,11 +41,36 @@ from anpred.participants import parse_participant
 
 @dataclass(frozen=True)
 class FaultAxis:
-    """One fault kind on one op type, at several severities."""
+    """One fault kind on one op type, at several severities.
+
+    Attributes:
+        kind: Registered fault kind.
+        op: ONNX op type, ``"*"`` for any the kind applies to.
+        severities: Severities, one fault run each.
+        nodes: 0: the fault hits every matching node of the stage; K > 0: K single-node
+            faults per stage, the nodes drawn with a fixed seed (:func:`sample_nodes`).
+        partial: ``None``, or which elements the fault hits (``"above:K"``: those above K
+            times the tensor's RMS; :class:`~anpred.inject.spec.FaultSpec`).
+    """
 
     kind: str
     op: str = "*"
     severities: tuple[float, ...] = (1,)
+    nodes: int = 0
+    partial: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``nodes`` and ``partial`` only when set)."""
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "op": self.op,
+            "severities": list(self.severities),
+        }
+        if self.nodes:
+            data["nodes"] = self.nodes
+        if self.partial is not None:
+            data["partial"] = self.partial
+        return data
 
 
 @dataclass(frozen=True)
@@ -73,9 +105,7 @@ class EvalGrid:
             "configurations": list(self.configurations),
             "sizes": list(self.sizes),
             "calibration": self.calibration,
-            "faults": [
-                {"kind": f.kind, "op": f.op, "severities": list(f.severities)} for f in self.faults
-            ],
+            "faults": [f.to_dict() for f in self.faults],
         }
 
 
@@ -159,9 +189,9 @@ def _faults(data: dict[str, Any]) -> tuple[FaultAxis, ...]:
         raise UsageError(f"grid key 'faults' takes a list of objects, got {raw!r:.80}")
     axes = []
     for entry in raw:
-        if not isinstance(entry, dict) or set(entry) - {"kind", "op", "severities"}:
+        if not isinstance(entry, dict) or set(entry) - set(_AXIS_KEYS):
             raise UsageError(
-                "each grid fault is an object with 'kind', 'op' and 'severities', "
+                f"each grid fault is an object with {', '.join(map(repr, _AXIS_KEYS))}, "
                 f"got {entry!r:.80}"
             )
         kind, op = entry.get("kind"), entry.get("op", "*")
@@ -175,8 +205,36 @@ def _faults(data: dict[str, Any]) -> tuple[FaultAxis, ...]:
             if not _number(severity):
                 raise UsageError(f"grid fault {kind}: severity {severity!r:.40} is not a number")
             known.check_severity(severity)
-        axes.append(FaultAxis(kind, op, tuple(severities)))
+        nodes, partial = entry.get("nodes", 0), entry.get("partial")
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 0:
+            raise UsageError(f"grid fault 'nodes' is an integer >= 0, got {nodes!r:.40}")
+        if partial is not None:
+            from anpred.inject.spec import FaultSpec
+
+            FaultSpec.from_dict(  # checks the partial string against the kind
+                {"stage": "s", "op": op, "kind": kind, "severity": severities[0],
+                 "partial": partial}
+            )  # fmt: skip
+        axes.append(FaultAxis(kind, op, tuple(severities), nodes, partial))
     return tuple(axes)
+
+
+#: Keys of a grid fault axis.
+_AXIS_KEYS = ("kind", "op", "severities", "nodes", "partial")
+
+
+def sample_nodes(candidates: list[str], k: int, salt: str) -> list[str]:
+    """``k`` of ``candidates`` (graph order kept), drawn with a seed made of ``salt`` (the
+    model, stage, kind and op), so a campaign resumed elsewhere draws the same nodes.
+    """
+    import hashlib
+    import random
+
+    if k >= len(candidates):
+        return list(candidates)
+    seed = int.from_bytes(hashlib.sha256(salt.encode()).digest()[:8], "big")
+    chosen = set(random.Random(seed).sample(range(len(candidates)), k))
+    return [c for i, c in enumerate(candidates) if i in chosen]
 
 
 def load_grid(path: str | Path | None) -> EvalGrid:
