@@ -1,10 +1,13 @@
 """The Python API: run an analysis, or load a finished run, from a notebook or a test suite.
 
-``anpred.run(model, libs=..., images=..., out=...)`` does what ``anpred run`` does and
-returns a :class:`Run`; ``anpred.load(run_dir)`` reads a run directory back. A :class:`Run`
-exposes the typed summary (:class:`~anpred.store.summary.Summary`) and the deviations table
-as a pandas DataFrame. Errors are :class:`~anpred.errors.AnpredError` subclasses with a
-one-line message, as on the command line.
+``anpred.run(model, libs=..., images=..., out=...)`` does what ``anpred run`` does, with
+every flag of ``anpred run`` as a keyword of the same name and default, and returns a
+:class:`Run`; the model may also be a ``torch.nn.Module`` with ``example_inputs``
+(:mod:`anpred.interchange.user_module`). ``anpred.load(run_dir)`` reads a run directory
+back. A :class:`Run` exposes the typed summary (:class:`~anpred.store.summary.Summary`) and
+the deviations table as a pandas DataFrame. Errors are
+:class:`~anpred.errors.AnpredError` subclasses with a one-line message, as on the command
+line.
 """
 
 from __future__ import annotations
