@@ -12,7 +12,7 @@ shapes, not part of the model's numerical data path.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper, shape_inference
 from anpred.errors import MissingTranslatorError
 from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.registry import NodeCall, lookup
+from anpred.translate.subgraphs import Subgraph, graph_attributes, outer_names, subgraph_model
 
 #: Called after every translated node with (node call, outputs); returns outputs. The same
 #: signature serves as a pre-hook, called with (node call, inputs) and returning inputs.
@@ -181,13 +182,49 @@ class GraphProgram:
                     f"{node.domain}.{node.op_type}", self.opset, call.name, adapter.name
                 )
             fn = lookup(adapter.name, node.op_type, self.opset, call.name)
-            self._steps.append(_Step(call, tuple(node.input), tuple(node.output), fn))
+            inputs = tuple(node.input)
+            if any(True for _ in graph_attributes(node)):
+                call, outer = self._with_subgraphs(call, node, model, static, infos)
+                inputs += outer  # the run-time outer values follow the node's inputs
+            self._steps.append(_Step(call, inputs, tuple(node.output), fn))
         for step in self._steps:
             for name in step.inputs:
                 if name and name in static and name not in self._consts:
                     self._consts[name] = adapter.const(static[name])
         self._static_outputs = {n: static[n] for n in self.outputs if n in static}
         self._compiled = adapter.compile(self._execute)
+
+    def _with_subgraphs(
+        self,
+        call: NodeCall,
+        node: onnx.NodeProto,
+        model: onnx.ModelProto,
+        static: Mapping[str, np.ndarray],
+        infos: Mapping[str, onnx.ValueInfoProto],
+    ) -> tuple[NodeCall, tuple[str, ...]]:
+        """``call`` with a program per subgraph in ``extra["subgraphs"]``, and the run-time
+        outer names the node's step reads (:mod:`anpred.translate.subgraphs`).
+        """
+        subgraphs, dynamic = {}, []
+        for attr, body in graph_attributes(node):
+            outer = [name for name in outer_names(body) if name not in static]
+            program = GraphProgram(
+                subgraph_model(body, outer_names(body), static, infos, model),
+                self.adapter,
+                outputs=[vi.name for vi in body.output],
+                feeds=[vi.name for vi in body.input] + outer,
+                hook=self.hook,
+                pre_hook=self.pre_hook,
+            )
+            subgraphs[attr] = Subgraph(program, tuple(outer))
+            dynamic += [name for name in outer if name not in dynamic]
+        return replace(call, extra={"subgraphs": subgraphs}), tuple(dynamic)
+
+    def execute(self, *values: Any) -> tuple[Any, ...]:
+        """Run the graph on library values (the feeds, in order), uncompiled: how a
+        control-flow translator runs a subgraph inside the enclosing graph's run.
+        """
+        return self._execute(self._consts, *values)
 
     @property
     def op_types(self) -> list[str]:
@@ -212,6 +249,8 @@ class GraphProgram:
                 continue
             keep.add(index)
             stack.extend(n for n in nodes[index].input if n and n not in feeds)
+            for _, body in graph_attributes(nodes[index]):  # values its subgraphs read
+                stack.extend(n for n in outer_names(body) if n not in feeds)
         return [node for index, node in enumerate(nodes) if index in keep]
 
     def _try_static(
@@ -232,6 +271,8 @@ class GraphProgram:
             end = next((a.i for a in node.attribute if a.name == "end"), None)
             static[node.output[0]] = np.asarray(shapes_in[0][start:end], dtype=np.int64)
             return True
+        if any(True for _ in graph_attributes(node)):  # subgraphs read the enclosing scope
+            return False
         present = [v for n, v in zip(node.input, values_in, strict=True) if n]
         all_int_out = all(_elem_type(infos.get(n)) in _INT_TYPES for n in node.output)
         if present and all(v is not None for v in present) and all_int_out:

@@ -28,6 +28,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
     from anpred.translate.torch import (  # noqa: F401 - importing registers the translators
         ops_activation,
         ops_attention,
+        ops_control,
         ops_conv_transpose,
         ops_elementwise,
         ops_index,
