@@ -41,6 +41,12 @@ def test_libs_lists_every_library_with_configurations() -> None:
     assert set(libs) >= {"torch", "onnxruntime", "openvino", "tensorflow", "jax", "paddle"}
     assert "onnxruntime[O0]" in libs["onnxruntime"]["participants"]
     assert "torch[fp64]" in libs["torch"]["participants"]
+    # issue 35: every configuration's declared precision
+    assert libs["openvino"]["precision"]["openvino[f16]"]["class"] == "fp16"
+    assert libs["torch"]["precision"]["torch[bf16]"]["scope"] == "matmul"
+    assert libs["onnxruntime"]["precision"]["onnxruntime[O3]"]["class"] == "fp32"
+    table = _anpred("libs").stdout
+    assert "torch[bf16] (bf16 conv/matmul)" in table and "ideal-bf16" not in table.split("\n\n")[0]
 
 
 @pytest.mark.slow

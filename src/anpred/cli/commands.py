@@ -74,6 +74,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_libs(args: argparse.Namespace) -> int:
     """List libraries, versions, availability and configurations (no library is imported)."""
     from anpred.library import libraries
+    from anpred.library.precision import IDEAL_PREFIX
 
     rows, data, runtime_rows = [], [], []
     for lib in libraries():
@@ -81,7 +82,13 @@ def cmd_libs(args: argparse.Namespace) -> int:
         version = (lib.version() or "?") if available else "-"
         names = lib.participant_names()
         state = "available" if available else f"missing ({lib.install_hint()})"
-        rows.append([lib.name, version, state, ", ".join(names)])
+        # reduced precision declared beside the name; the ideal references are internal
+        shown = [
+            n + (f" ({p.describe()})" if p.reduced else "")
+            for n, p in zip(names, map(lib.precision, lib.configurations), strict=True)
+            if not n.startswith(f"{lib.name}[{IDEAL_PREFIX}")
+        ]
+        rows.append([lib.name, version, state, ", ".join(shown)])
         entry = {
             "library": lib.name,
             "version": version,
@@ -90,6 +97,10 @@ def cmd_libs(args: argparse.Namespace) -> int:
             "participants": {
                 n: dict(settings)
                 for n, settings in zip(names, lib.configurations.values(), strict=True)
+            },
+            "precision": {
+                n: lib.precision(c).to_dict()
+                for n, c in zip(names, lib.configurations, strict=True)
             },
             "loads": lib.loads.value,
             "runner": lib.runner,
@@ -113,6 +124,10 @@ def cmd_libs(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=1))
     else:
         print(_table(rows, ["library", "version", "status", "participants (--libs)"]))
+        print(
+            "\nreduced-precision configurations are judged against their class's ideal "
+            "reference (torch[ideal-<class>], added by the runs that need one; docs/oracle.md)"
+        )
         if runtime_rows:
             print("\ndeployment runtimes (--libs runtimes; not in --libs all):")
             print(_table(runtime_rows, ["runtime", "converter", "environment (make runtimes)"]))

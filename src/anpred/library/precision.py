@@ -91,8 +91,9 @@ class Precision:
         return f"{self.format}-weights" if self.scope == "weights" else self.format
 
     def describe(self) -> str:
-        """One phrase: ``bf16 (matmul)``, ``fp32``."""
-        return self.format if self.scope == "all" else f"{self.format} ({self.scope})"
+        """One phrase: ``fp32``, ``bf16``, ``bf16 conv/matmul``, ``fp16 weights``."""
+        scope = {"all": "", "matmul": " conv/matmul", "weights": " weights"}[self.scope]
+        return self.format + scope
 
     def to_dict(self) -> dict[str, str]:
         """JSON form."""
