@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -87,7 +87,7 @@ class Run:
 
 
 #: Keywords of :func:`run` that are not ``anpred run`` flags.
-API_ONLY = ("example_inputs", "progress")
+API_ONLY = ("example_inputs", "progress", "ports", "anchor_map")
 #: ``anpred run`` flags whose keyword states the positive: ``--no-drill`` is ``drill=False``.
 NEGATED = {"no_drill": "drill", "no_isolation": "isolation"}
 
@@ -139,6 +139,30 @@ def _checked(action: argparse.Action, value: Any) -> Any:
     if action.choices is not None and value not in action.choices:
         raise UsageError(f"{name} must be one of {', '.join(map(str, action.choices))}: {value!r}")
     return value
+
+
+def _with_ports(
+    options: Any, ports: Mapping[str, str], anchor_map: Mapping[str, Mapping[str, str]]
+) -> Any:
+    """``options`` with the ports in its ``extra`` (so in the run's settings)."""
+    from dataclasses import replace
+
+    from anpred.interchange.user_module import check_module_source, resolved_source
+    from anpred.ports.spec import EXTRA_PORTS, PortSpec, port_participant
+
+    unknown = sorted(set(anchor_map) - set(ports))
+    if unknown:
+        raise UsageError(f"anchor_map names {unknown[0]!r}, which has no port")
+    specs = []
+    for library, source in ports.items():
+        if not isinstance(source, str):
+            raise UsageError(f"ports[{library!r}] must be 'path/to/file.py:function'")
+        check_module_source(source)
+        pairs = tuple((str(k), str(v)) for k, v in (anchor_map.get(library) or {}).items())
+        spec = PortSpec(library, resolved_source(source), pairs)
+        port_participant(spec)  # a library without a port runner: one line now
+        specs.append(spec.to_dict())
+    return replace(options, extra={**options.extra, EXTRA_PORTS: specs})
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -200,6 +224,8 @@ def run(
     *,
     example_inputs: Any = None,
     progress: Progress | None = _stderr,
+    ports: Mapping[str, str] | None = None,
+    anchor_map: Mapping[str, Mapping[str, str]] | None = None,
     image: str | PathLike[str] | Sequence[str | PathLike[str]] | None = None,
     synthetic: int = 0,
     granularity: str = "stage",
@@ -252,6 +278,12 @@ def run(
             tensors (``input_range``) or the arrays of ``inputs`` (a ``.npz``).
         progress: Called with each progress line (default: print to stderr; ``None``:
             silent).
+        ports: The user's own ports of the model to other libraries, by library:
+            ``{"paddle": "port.py:build_port"}`` (a function returning the port, its
+            weights transferred); each runs as the participant ``<library>-port`` through
+            its own code (:mod:`anpred.ports`; paddle only, for now).
+        anchor_map: Per port library, ``{port layer path: reference anchor}`` for anchors
+            whose layer is not named like the reference's module.
         image: Image file paths (``--image``).
         synthetic: Seeded synthetic images added to the inputs.
         granularity: Anchor plan: ``"stage"`` or ``"layer"``.
@@ -319,6 +351,8 @@ def run(
         )
     args = _namespace(str(model), given)
     options = run_options(args)
+    if ports or anchor_map:
+        options = _with_ports(options, ports or {}, anchor_map or {})
     settings = execution_settings(args)
     directory = Path(args.out or Path("runs") / (label or Path(str(model)).stem))
     with _executor(args) as executor:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from anpred.interchange.export import AnchoredExport
+from anpred.ports.spec import PortSpec, port_runner
 from anpred.store.outcome import Step  # re-exported: runners import it from here
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class ModelJob:
         seed: Seed of generated weights.
         module: The source of a user's torch module (``file.py:function``, ``file.pt``;
             :mod:`anpred.interchange.user_module`), whose export folder holds its state.
+        port: The user's port this participant runs instead of the export
+            (:mod:`anpred.ports`), set by its transform.
     """
 
     export: AnchoredExport
@@ -43,6 +46,7 @@ class ModelJob:
     weights: str | None = None
     seed: int = 0
     module: str | None = None
+    port: PortSpec | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -52,6 +56,7 @@ class ModelJob:
             "weights": self.weights,
             "seed": self.seed,
             **({"module": self.module} if self.module else {}),
+            **({"port": self.port.to_dict()} if self.port else {}),
         }
 
     @classmethod
@@ -63,6 +68,7 @@ class ModelJob:
             data.get("weights"),
             int(data.get("seed", 0)),
             data.get("module"),
+            PortSpec.from_dict(data["port"]) if data.get("port") else None,
         )
 
 
@@ -123,8 +129,11 @@ class Runner(ABC):
     @classmethod
     def for_job(cls, job: ModelJob) -> type[Runner]:
         """The runner class that executes ``job``: this one, unless the library runs some
-        models another way (torch: the native module, or translators for an ONNX file).
+        models another way (torch: the native module, or translators for an ONNX file), or
+        the job is a user's port (:mod:`anpred.ports`).
         """
+        if job.port is not None:
+            return port_runner(job.port)
         return cls
 
     @property

@@ -170,6 +170,22 @@ def _import_file(path: Path) -> Any:
     return module
 
 
+def source_function(source: str) -> Any:
+    """The function ``path/to/file.py:function`` names (the file imported by path).
+
+    Raises:
+        UsageError: No such file or function, or the file fails to import.
+    """
+    match = _BUILDER.match(source)
+    if not match:
+        raise UsageError(f"{source!r} is not path/to/file.py:function")
+    path, name = check_module_source(source), match.group("function")
+    function = getattr(_import_file(path), name, None)
+    if not callable(function):
+        raise UsageError(f"{path.name} has no function {name!r}")
+    return function
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split())
     return f"{err.__class__.__name__}: {text[:300]}" if text else err.__class__.__name__
@@ -183,9 +199,7 @@ def _built(source: str, seed: int) -> tuple[Any, Any]:
     match = _BUILDER.match(source)
     if match:
         path, name = check_module_source(source), match.group("function")
-        function = getattr(_import_file(path), name, None)
-        if not callable(function):
-            raise UsageError(f"{path.name} has no function {name!r}")
+        function = source_function(source)
         try:
             built = function()
         except UsageError:

@@ -57,6 +57,7 @@ from anpred.pipeline.budget import (
 from anpred.pipeline.chunks import DEFAULT_CHUNK, check_chunk, chunked
 from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_NEEDED, check_keep, prune_run
+from anpred.ports.spec import port_participant, port_specs
 from anpred.progress import Say
 from anpred.store import ISOLATED, ParticipantStore, RunStore, Status, Step
 from anpred.store.files import PrunedCaptureError
@@ -711,6 +712,7 @@ def run(
         )
     if REFERENCE32 not in [p.name for p in participants]:
         participants.insert(0, parse_participant(REFERENCE32))
+    participants += [port_participant(s) for s in port_specs(options.extra)]  # users' ports
     # the ideal references of the reduced-precision classes judged (library/precision.py)
     named = {p.name for p in participants}
     participants += [p for p in ideal_participants(participants) if p.name not in named]

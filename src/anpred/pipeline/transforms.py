@@ -1,10 +1,11 @@
 """A run's transforms, planned once its export exists and before any worker starts.
 
-Two sources, both in ``RunOptions.extra`` (so in the run's settings, which a resumed run
+Three sources, all in ``RunOptions.extra`` (so in the run's settings, which a resumed run
 must match): ``extra["faults"]`` (``anpred inject``, the evaluation), planned
-into fault transforms by :func:`anpred.inject.transforms.fault_transforms`, and
+into fault transforms by :func:`anpred.inject.transforms.fault_transforms`;
 ``extra["transforms"]``: ``{participant name: [transform record, ...]}`` handed over as
-they are (any registered kind, see :mod:`anpred.execution.transform`).
+they are (any registered kind, see :mod:`anpred.execution.transform`); and
+``extra["ports"]``: users' ports (:mod:`anpred.ports`), each handed to its participant.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from anpred.execution.transform import TRANSFORMS_KEY, check_records
 from anpred.interchange.export import AnchoredExport
+from anpred.ports.spec import port_specs, port_transforms
 from anpred.store import RunStore
 
 #: Folder, inside a participant's folder, of the graphs a transform rewrote.
@@ -49,4 +51,6 @@ def plan_transforms(
         )
         for name, records in faults.items():
             planned.setdefault(name, []).extend(records)
+    for name, records in port_transforms(port_specs(extra)).items():  # users' ports
+        planned.setdefault(name, []).extend(records)
     return planned

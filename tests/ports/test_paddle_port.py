@@ -1,0 +1,85 @@
+"""A hand-written paddle port of a torch module, run beside the libraries (issue 38)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import anpred
+from anpred.errors import UsageError
+from anpred.store.outcome import Status
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+
+
+def _port_file(tmp_path: Path, weights: Path) -> Path:
+    path = tmp_path / "port.py"
+    path.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "from paddle_ports import build\n"
+        f"W = {str(weights)!r}\n"
+        "def clean():\n    return build(W)\n"
+        "def tanh_gelu():\n    return build(W, approximate=True)\n"
+        "def wrong_weight():\n    return build(W, wrong='body.2.weight')\n"
+    )
+    return path
+
+
+@pytest.fixture
+def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, Path]:
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "interchange"))
+    from user_modules import SmallCnn
+
+    torch.manual_seed(0)
+    model = SmallCnn().eval()
+    weights = tmp_path / "weights.npz"
+    np.savez(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
+    return model, _port_file(tmp_path, weights)
+
+
+def test_a_port_in_a_library_without_a_port_runner_is_one_line(
+    reference: tuple[object, Path], tmp_path: Path
+) -> None:
+    import torch
+
+    model, port = reference
+    with pytest.raises(UsageError, match="ports in jax are not supported yet"):
+        anpred.run(model, example_inputs=torch.zeros(1, 3, 32, 32), out=tmp_path / "r",
+                   ports={"jax": f"{port}:clean"})  # fmt: skip
+    with pytest.raises(UsageError, match="anchor_map names 'paddle', which has no port"):
+        anpred.run(model, example_inputs=torch.zeros(1, 3, 32, 32), out=tmp_path / "r",
+                   anchor_map={"paddle": {"a": "b"}})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_clean_port_agrees_and_a_changed_activation_is_localized(
+    reference: tuple[object, Path], tmp_path: Path
+) -> None:
+    import torch
+
+    model, port = reference
+    runs = {}
+    for function in ("clean", "tanh_gelu", "wrong_weight"):
+        runs[function] = anpred.run(
+            model, example_inputs=torch.zeros(1, 3, 32, 32), libs="torch,onnxruntime", images=1,
+            out=tmp_path / function, progress=None, drill=False,
+            ports={"paddle": f"{port}:{function}"},
+        )  # fmt: skip
+    for run in runs.values():
+        assert {p.participant: p.status for p in run.participants} == {
+            "torch": Status.OK, "onnxruntime": Status.OK, "paddle-port": Status.OK,
+        }  # fmt: skip
+    assert not runs["clean"].findings
+    # GELU's tanh approximation: flagged from the GELU's anchor on, not before
+    flagged = {f.anchor for f in runs["tanh_gelu"].findings if f.participant == "paddle-port"}
+    assert "body.1" in flagged and not flagged & {"stem.0", "stem.1", "body.0"}
+    assert runs["tanh_gelu"].localization.participants["paddle-port"].top_stage == "body.1"
+    # a wrong weight in body.2: flagged from body.2 on
+    flagged = {f.anchor for f in runs["wrong_weight"].findings if f.participant == "paddle-port"}
+    assert "body.2" in flagged and not flagged & {"stem.0", "stem.1", "body.0", "body.1"}
