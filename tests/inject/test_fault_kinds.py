@@ -20,23 +20,22 @@ and OpenVINO compile or import for longer and are marked slow.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fault_chain import ANCHORS, build_export, feed, weights
-from fault_reference import bf16_reference, fp16_reference, truncate_reference
+from fault_chain import ANCHORS, feed, weights
+from fault_reference import (
+    bf16_reference,
+    fp16_reference,
+    s2_conv_reference,
+    truncate_reference,
+)
+from fault_runs import LibraryRun, library_params, run_library
 
 from anpred.inject.kinds import activation_table
 
-HERE = Path(__file__).parent
 ORDER = list(ANCHORS)
 
 #: name → (fault, stage whose anchor it changes first).
@@ -72,8 +71,6 @@ BANDS = {
     "eps_ln": (2e-4, 1e-2),
     "eps_bn": (0.1, 1.0),
 }
-FAST = {"torch", "onnxruntime"}
-LIBRARIES = ["torch", "onnxruntime", "openvino", "jax", "tensorflow", "paddle"]
 
 
 def _stage_of(name: str) -> str:
@@ -85,77 +82,12 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-class LibraryRun:
-    """The captures one library's subprocess wrote, in ONNX's layout."""
-
-    def __init__(self, folder: Path) -> None:
-        self.results = json.loads((folder / "results.json").read_text())
-        self.folder = folder
-
-    def arrays(self, name: str) -> dict[str, np.ndarray]:
-        layouts = self.results[name]["layouts"]
-        with np.load(self.folder / f"{name}.npz") as data:
-            out = {}
-            for key in data.files:
-                layout = layouts.get(key.removeprefix("infer/"))
-                value = data[key]
-                out[key] = value.transpose(0, 3, 1, 2) if layout == "NHWC" else value
-            return out
-
-
-@pytest.fixture(
-    scope="module",
-    params=[lib if lib in FAST else pytest.param(lib, marks=pytest.mark.slow) for lib in LIBRARIES],
-)
+@pytest.fixture(scope="module", params=library_params())
 def library_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, LibraryRun]:
     library = request.param
-    if importlib.util.find_spec(library) is None:  # never imported here: see the docstring
-        pytest.skip(f"{library} is not installed")
-    folder = tmp_path_factory.mktemp(f"faults-{library}")
-    export = build_export(folder / "export")
-    cases = folder / "cases.json"
-    cases.write_text(json.dumps([{"name": n, "fault": f} for n, f in CASES.items()]))
-    out = folder / "out"
-    out.mkdir()
-    env = {
-        **os.environ,
-        "JAX_PLATFORMS": "cpu",
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-        "GLOG_minloglevel": "2",
-        "PYTHONWARNINGS": "ignore",
-    }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "fault_check.py"),
-            library,
-            str(export.folder),
-            str(cases),
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return library, LibraryRun(out)
-
-
-def _expected_s2_conv(s1: np.ndarray, rounding: Any) -> np.ndarray:
-    """s2 = Conv(s1, w2) + b2 in float64 on operands passed through ``rounding``."""
-    w = weights()
-    x = np.pad(rounding(s1).astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-    kernel = rounding(w["w2"]).astype(np.float64)
-    height, width = s1.shape[2:]
-    out = sum(
-        np.einsum("nchw,oc->nohw", x[:, :, i : i + height, j : j + width], kernel[:, :, i, j])
-        for i in range(3)
-        for j in range(3)
-    )
-    return out + w["b2"].astype(np.float64)[None, :, None, None]
+    return library, run_library(library, CASES, tmp_path_factory.mktemp(f"faults-{library}"))
 
 
 def _pwl(op: str, x: np.ndarray, step: float) -> np.ndarray:
@@ -207,8 +139,8 @@ def _check_definition(
     elif name.startswith("mantissa"):
         np.testing.assert_array_equal(got, truncate_reference(s2, CASES[name]["severity"]))
     elif name == "lowp_accum":
-        rounded = _expected_s2_conv(s1, fp16_reference)
-        exact = _expected_s2_conv(s1, lambda a: a)
+        rounded = s2_conv_reference(s1, fp16_reference)
+        exact = s2_conv_reference(s1, lambda a: a)
         # float32 noise of recomputing the conv (measured ≤ 1.2e-7) vs the fault (2.9e-4)
         assert _rel(got, rounded) < 1e-6 < 1e-4 < _rel(got, exact)
     elif name == "approx_sigmoid":

@@ -67,6 +67,16 @@ def _args(argv: list[str]) -> argparse.Namespace:
             ],
             "applies to Erf, Exp, Sigmoid, Tanh, not Conv",
         ),
+        (
+            ["yolov8n", "--lib", "onnxruntime", "--stage", "neck.p4", "--fault", "bf16"]
+            + ["--partial", "half"],
+            "write above:K",
+        ),
+        (
+            ["yolov8n", "--lib", "onnxruntime", "--stage", "neck.p4", "--fault", "eps"]
+            + ["--partial", "above:2"],
+            "cannot be partial",
+        ),
     ],
 )
 def test_invalid_requests_fail_before_anything_runs(
@@ -76,6 +86,14 @@ def test_invalid_requests_fail_before_anything_runs(
     with pytest.raises(UsageError, match=message):
         cmd_inject(_args([*argv, "--out", str(out)]))
     assert not out.exists()
+
+
+def test_partial_is_parsed_and_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    args = _args(["m.onnx", "--lib", "onnxruntime", "--fault", "bf16", "--partial", "above:2"])
+    assert args.partial == "above:2"
+    with pytest.raises(SystemExit):
+        _args(["--help"])
+    assert "above:K" in capsys.readouterr().out
 
 
 def test_unknown_fault_kind_is_refused_by_the_parser() -> None:

@@ -119,6 +119,8 @@ def cmd_inject(args: argparse.Namespace) -> int:
     fault = {"stage": stage, "op": args.op, "kind": kind.name, "severity": severity}
     if args.node is not None:
         fault["node"] = args.node
+    if args.partial is not None:
+        fault["partial"] = args.partial
     spec = FaultSpec.from_dict(fault)
     base = parse_participant(args.lib)
     apply_faults([base], {base.name: spec.to_dict()}, native_torch=not is_onnx_path(args.model))
@@ -134,9 +136,10 @@ def cmd_inject(args: argparse.Namespace) -> int:
         if spec.node is not None
         else f"{len(nodes)} {spec.op if spec.op != '*' else 'node'}(s)"
     )
+    only = "" if spec.partial is None else f", only {spec.partial}"
     _say(
-        f"inject {spec.kind} (severity {spec.severity}) into {base.name}: {what} of stage "
-        f"{spec.stage} → participant {name}"
+        f"inject {spec.kind} (severity {spec.severity}{only}) into {base.name}: {what} of "
+        f"stage {spec.stage} → participant {name}"
     )
     outcome = run(
         options,
@@ -221,6 +224,15 @@ def add_inject_parser(
         type=_severity,
         default=None,
         help="fault strength (meaning depends on --fault; default per fault)",
+    )
+    fault.add_argument(
+        "--partial",
+        metavar="SELECTION",
+        help="fault only part of each faulted tensor, the rest keeps its clean value: "
+        "above:K = the elements whose magnitude exceeds K times the tensor's RMS (e.g. "
+        "above:2), channels:F = the first ceil(F*C) channels (0 < F < 1, e.g. channels:0.25; "
+        "output faults only); not for eps. The participant is named "
+        "<participant>!<fault>@<stage>~above2",
     )
     fault.add_argument(
         "--list-targets",

@@ -18,6 +18,11 @@ kind           acts on    what it does                                  severity
 The error scale ``s`` of the round-trip kinds keeps the structure of the real rounding
 error and changes its size: the faulty value is ``y + s·(rt(y) − y)``; ``s = 1`` is the
 plain round trip.
+
+A partial fault (``FaultSpec.partial``) keeps the clean value outside its selection:
+``where(selected(y), faulty(y), y)`` on the clean output ``y`` (on each operand for
+``lowp_accum``), where ``selected`` is ``|y| > K·rms(y)`` (``above:K``, rms over the whole
+tensor) or the first ``ceil(F·C)`` channels (``channels:F``, output kinds only).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from anpred.errors import UsageError
-from anpred.inject.spec import FaultKind, FaultSpec, Target, register_fault
+from anpred.inject.spec import ABOVE, FaultKind, FaultSpec, Target, register_fault
 
 if TYPE_CHECKING:
     import onnx
@@ -41,14 +46,58 @@ def _scaled(math_: FaultMath, x: Any, faulty: Any, scale: float) -> Any:
     return faulty if scale == 1 else math_.blend(x, faulty, float(scale))
 
 
-def _each_float(math_: FaultMath, values: Sequence[Any], fn: Any) -> list[Any]:
+def _partial(math_: FaultMath, spec: FaultSpec, value: Any, faulty: Any) -> Any:
+    """The faulty tensor where ``spec.partial`` selects, the clean one elsewhere.
+
+    Args:
+        math_: The library's operations.
+        spec: The fault (``partial`` ``None``: ``faulty`` as it is).
+        value: The clean library value (its layout gives the channel axis).
+        faulty: The faulty tensor (unwrapped, the dtype of ``value``'s tensor).
+
+    The selection is computed on the clean tensor in float32 (a bfloat16/float16 one is
+    widened, exactly); the unselected elements are the clean ones, bit for bit.
+
+    Raises:
+        UsageError: ``channels:F`` on a tensor whose channel count is not static.
+    """
+    selection = spec.selection
+    if selection is None:
+        return faulty
+    clean = math_.unwrap(value)
+    x = clean if math_.is_float32(clean) else math_.widen(clean)
+    if selection.mode == ABOVE:
+        mask = math_.above_rms(x, selection.value)
+    else:
+        shape = math_.shape(x)
+        if len(shape) < 2:  # no channel axis: the tensor is one channel, ceil(F·1) = 1
+            return faulty
+        axis = math_.channel_axis(value)
+        channels = shape[axis]
+        if channels is None:
+            raise UsageError(
+                f"fault {spec.label}: {math_.library} cannot tell the channel count of a "
+                f"tensor of shape {shape}"
+            )
+        count = selection.channel_count(channels)
+        if count >= channels:
+            return faulty
+        mask = math_.first_channels(x, axis, count)
+    return math_.where(mask, faulty, clean)
+
+
+def _each_float(math_: FaultMath, spec: FaultSpec, values: Sequence[Any], fn: Any) -> list[Any]:
+    """``fn`` (float32 → float32) applied to each float value, within ``spec.partial``."""
     out = []
     for value in values:
         if value is None:
             out.append(value)
             continue
         faulty = math_.faulted(math_.unwrap(value), fn)
-        out.append(value if faulty is None else math_.rewrap(value, faulty))
+        if faulty is None:
+            out.append(value)
+            continue
+        out.append(math_.rewrap(value, _partial(math_, spec, value, faulty)))
     return out
 
 
@@ -66,6 +115,7 @@ class _RoundTrip(FaultKind):
     ) -> list[Any]:
         return _each_float(
             math_,
+            spec,
             values,
             lambda t: _scaled(math_, t, math_.round_trip(t, self.dtype), spec.severity),
         )
@@ -118,7 +168,7 @@ class Mantissa(FaultKind):
         values: Sequence[Any],
     ) -> list[Any]:
         bits = int(spec.severity)
-        return _each_float(math_, values, lambda t: math_.truncate_mantissa(t, bits))
+        return _each_float(math_, spec, values, lambda t: math_.truncate_mantissa(t, bits))
 
 
 @register_fault
@@ -141,6 +191,7 @@ class LowPrecisionAccumulation(FaultKind):
     ) -> list[Any]:
         operands = _each_float(
             math_,
+            spec,
             values[:2],
             lambda t: _scaled(math_, t, math_.round_trip(t, "float16"), spec.severity),
         )
@@ -219,7 +270,7 @@ class ApproximateActivation(FaultKind):
             return list(values)
         if math_.is_reduced(x):  # the table's value in the output's dtype
             y = math_.narrow(math_.widen(y), math_.unwrap(values[0]))
-        return [math_.rewrap(values[0], y), *values[1:]]
+        return [math_.rewrap(values[0], _partial(math_, spec, values[0], y)), *values[1:]]
 
 
 #: Default epsilon of each normalization op (ONNX).

@@ -35,7 +35,8 @@ class FaultMath(ABC):
 
     Values handed to a kind are the library's own values (e.g. TensorFlow's layout-tagged
     values); :meth:`unwrap` and :meth:`rewrap` give access to the tensor inside. Every
-    operation takes and returns unwrapped tensors of dtype float32.
+    operation takes and returns unwrapped tensors of dtype float32, except :meth:`where`
+    (any float dtype) and the masks (boolean).
     """
 
     library: str = ""
@@ -98,6 +99,30 @@ class FaultMath(ABC):
     @abstractmethod
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         """Return ``x + scale * (y - x)`` (the error ``y - x`` scaled by ``scale``)."""
+
+    # -- partial faults: which elements take the faulty value ---------------------------
+
+    def channel_axis(self, value: Any) -> int:
+        """Axis of the channels of a library value (ONNX's axis 1 by default; a value that
+        carries its layout says where that axis is stored).
+        """
+        return 1
+
+    @abstractmethod
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        """Static shape of ``x`` (``None`` for an unknown dimension)."""
+
+    @abstractmethod
+    def above_rms(self, x: Any, factor: float) -> Any:
+        """Boolean mask of ``|x| > factor * sqrt(mean(x²))`` (mean over the whole tensor)."""
+
+    @abstractmethod
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        """Boolean mask, broadcastable to ``x``, true for indices ``< count`` along ``axis``."""
+
+    @abstractmethod
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        """``x`` where ``mask``, else ``y`` (same dtype; exact)."""
 
 
 def mantissa_mask(bits: int) -> int:

@@ -56,5 +56,20 @@ class JaxFaultMath(FaultMath):
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return x + self._jnp.float32(scale) * (y - x)
 
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        return tuple(int(d) for d in x.shape)
+
+    def above_rms(self, x: Any, factor: float) -> Any:
+        jnp = self._jnp
+        return jnp.abs(x) > jnp.float32(factor) * jnp.sqrt(jnp.mean(x * x))
+
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        shape = [1] * x.ndim
+        shape[axis] = x.shape[axis]
+        return self._lax.broadcasted_iota(self._jnp.int32, tuple(shape), axis) < count
+
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        return self._jnp.where(mask, x, y)
+
 
 MATH = JaxFaultMath

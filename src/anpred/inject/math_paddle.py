@@ -57,5 +57,23 @@ class PaddleFaultMath(FaultMath):
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return x + float(np.float32(scale)) * (y - x)
 
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        return tuple(int(d) for d in x.shape)
+
+    def above_rms(self, x: Any, factor: float) -> Any:
+        paddle = self._paddle
+        return paddle.abs(x) > float(np.float32(factor)) * paddle.sqrt(paddle.mean(x * x))
+
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        paddle = self._paddle
+        shape = [1] * x.ndim
+        shape[axis] = int(x.shape[axis])
+        return paddle.reshape(paddle.arange(shape[axis]) < count, shape)
+
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        if self.is_reduced(x):  # paddle 3.3's CPU ``where`` has no bfloat16/float16 kernel
+            return self.narrow(self._paddle.where(mask, self.widen(x), self.widen(y)), x)
+        return self._paddle.where(mask, x, y)
+
 
 MATH = PaddleFaultMath

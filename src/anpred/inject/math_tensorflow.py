@@ -1,8 +1,9 @@
 """Fault operations in TensorFlow, traced into the ``tf.function`` (XLA when compiled).
 
 TensorFlow values carry their layout (:class:`~anpred.translate.tensorflow.layout.TFValue`);
-every fault operation is elementwise, so it works on the stored tensor and the result
-keeps the value's layout.
+every fault operation is elementwise (or a whole-tensor reduction), so it works on the
+stored tensor and the result keeps the value's layout; a partial fault's channel axis is
+where the layout stores ONNX's axis 1 (axis 3 of an NHWC value).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ class TensorFlowFaultMath(FaultMath):
     library = "tensorflow"
 
     def __init__(self) -> None:
-        from anpred.translate.tensorflow.layout import TFValue
+        from anpred.translate.tensorflow.layout import NHWC, TFValue
         from anpred.translate.tensorflow.lean_import import tf
 
         self._tf = tf
         self._value = TFValue
+        self._nhwc = NHWC
 
     def unwrap(self, value: Any) -> Any:
         return value.tensor
@@ -70,6 +72,25 @@ class TensorFlowFaultMath(FaultMath):
 
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return x + np.float32(scale) * (y - x)
+
+    def channel_axis(self, value: Any) -> int:
+        return 3 if value.layout == self._nhwc else 1
+
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        return tuple(x.shape.as_list())
+
+    def above_rms(self, x: Any, factor: float) -> Any:
+        tf = self._tf
+        return tf.abs(x) > np.float32(factor) * tf.sqrt(tf.reduce_mean(x * x))
+
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        tf = self._tf
+        shape = [1] * x.shape.rank
+        shape[axis] = int(x.shape[axis])
+        return tf.reshape(tf.range(shape[axis]) < count, shape)
+
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        return self._tf.where(mask, x, y)
 
 
 MATH = TensorFlowFaultMath

@@ -56,5 +56,21 @@ class TorchFaultMath(FaultMath):
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return x + float(np.float32(scale)) * (y - x)
 
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        return tuple(int(d) for d in x.shape)
+
+    def above_rms(self, x: Any, factor: float) -> Any:
+        torch = self._torch
+        return torch.abs(x) > float(np.float32(factor)) * torch.sqrt(torch.mean(x * x))
+
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        torch = self._torch
+        shape = [1] * x.dim()
+        shape[axis] = x.shape[axis]
+        return (torch.arange(x.shape[axis], device=x.device) < count).reshape(shape)
+
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        return self._torch.where(mask, x, y)
+
 
 MATH = TorchFaultMath

@@ -33,7 +33,7 @@ are often opset 9 to 12), from opset 9 (``Where``) on:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,8 @@ class OnnxFaultMath(FaultMath):
         float_names: Names of the graph's float32 values.
         emulate_casts: Round with arithmetic instead of ``Cast`` pairs (OpenVINO).
         opset: Default-domain opset of the graph the nodes go into (default: the newest).
+        shapes: Static shapes of graph values (``None`` for an unknown dimension), for
+            partial faults on channels.
 
     Raises:
         UsageError: For an opset older than :data:`MIN_OPSET`.
@@ -94,6 +96,7 @@ class OnnxFaultMath(FaultMath):
         float_names: Collection[str],
         emulate_casts: bool,
         opset: int | None = None,
+        shapes: Mapping[str, tuple[int | None, ...]] | None = None,
     ) -> None:
         self.opset = int(onnx.defs.onnx_opset_version()) if opset is None else int(opset)
         if self.opset < MIN_OPSET:
@@ -104,6 +107,7 @@ class OnnxFaultMath(FaultMath):
         self.prefix = prefix
         self.float_names = set(float_names)
         self.emulate_casts = emulate_casts
+        self.shapes = dict(shapes or {})
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._count = 0
@@ -218,17 +222,44 @@ class OnnxFaultMath(FaultMath):
     def blend(self, x: Any, y: Any, scale: float) -> Any:
         return self.op("Add", x, self.op("Mul", self.op("Sub", y, x), self.const(scale)))
 
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        if x not in self.shapes:
+            raise UsageError(f"fault: ONNX shape inference gives no rank for {x!r}")
+        return self.shapes[x]
 
-def _float_names(model: onnx.ModelProto) -> set[str]:
+    def above_rms(self, x: Any, factor: float) -> Any:
+        # ReduceMean without axes reduces every axis, at every opset (keepdims: broadcasts)
+        rms = self.op("Sqrt", self.op("ReduceMean", self.op("Mul", x, x)))
+        threshold = self.op("Mul", rms, self.const(factor))
+        return self.op("Greater", self.op("Abs", x), threshold, float_out=False)
+
+    def first_channels(self, x: Any, axis: int, count: int) -> Any:
+        shape = [1] * len(self.shape(x))
+        shape[axis] = int(self.shape(x)[axis] or 0)
+        return self.const(np.arange(shape[axis]).reshape(shape) < count, dtype=np.bool_)
+
+    def where(self, mask: Any, x: Any, y: Any) -> Any:
+        return self.op("Where", mask, x, y)
+
+
+def _float_values(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...] | None]:
+    """The graph's float32 values and their static shapes (``None``: unknown rank)."""
     inferred = onnx.shape_inference.infer_shapes(model)
     graph = inferred.graph
-    names = {
-        vi.name
-        for vi in [*graph.value_info, *graph.output, *graph.input]
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == TensorProto.FLOAT
-    }
-    names |= {init.name for init in graph.initializer if init.data_type == TensorProto.FLOAT}
-    return names
+    values: dict[str, tuple[int | None, ...] | None] = {}
+    for vi in [*graph.value_info, *graph.output, *graph.input]:
+        tensor = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or tensor.elem_type != TensorProto.FLOAT:
+            continue
+        values[vi.name] = (
+            tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+            if tensor.HasField("shape")
+            else None
+        )
+    for init in graph.initializer:
+        if init.data_type == TensorProto.FLOAT:
+            values[init.name] = tuple(int(d) for d in init.dims)
+    return values
 
 
 def rewrite_model(
@@ -264,7 +295,9 @@ def rewrite_model(
             f"{library}: fault {spec.label} targets node(s) missing from the "
             f"graph: {', '.join(missing)}"
         )
-    floats = _float_names(model) if kind.target is not Target.ATTRIBUTE else set()
+    values = _float_values(model) if kind.target is not Target.ATTRIBUTE else {}
+    floats = set(values)
+    shapes = {name: shape for name, shape in values.items() if shape is not None}
     opset = graph_opset(model)
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(graph.node):
@@ -276,7 +309,7 @@ def rewrite_model(
             kind.rewrite_node(node, spec)
             nodes.append(node)
             continue
-        math = OnnxFaultMath(f"fault.{index}", floats, emulate_casts, opset)
+        math = OnnxFaultMath(f"fault.{index}", floats, emulate_casts, opset, shapes)
         if kind.target is Target.INPUT:
             faulted = kind.inputs(math, spec, node.op_type, list(node.input))
             nodes.extend(math.nodes)
@@ -288,7 +321,11 @@ def rewrite_model(
             renamed = [f"{o}/before_fault" if o and o in floats else o for o in originals]
             del node.output[:]
             node.output.extend(renamed)
-            math.float_names |= {r for r, o in zip(renamed, originals, strict=True) if r != o}
+            for renamed_name, original in zip(renamed, originals, strict=True):
+                if renamed_name != original:
+                    math.float_names.add(renamed_name)
+                    if original in shapes:
+                        math.shapes[renamed_name] = shapes[original]
             inputs = list(node.input) if kind.needs_inputs else []
             faulted = kind.outputs(math, spec, node.op_type, inputs, renamed)
             nodes.append(node)

@@ -14,10 +14,12 @@ interface that every library (and the ONNX rewriter) provides.
 
 from __future__ import annotations
 
+import math
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from anpred.errors import UsageError
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 
 #: ``op`` value that selects every node of the stage the kind applies to.
 ANY_OP = "*"
+#: Partial fault modes (:class:`Partial`).
+ABOVE = "above"
+CHANNELS = "channels"
 
 
 class Target(str, Enum):
@@ -37,6 +42,61 @@ class Target(str, Enum):
     OUTPUT = "output"  # the op's float outputs (computed from outputs and, maybe, inputs)
     INPUT = "input"  # the op's float operands, before it runs
     ATTRIBUTE = "attribute"  # an attribute of the node (the ONNX graph is rewritten)
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Which elements of a faulted tensor take the faulty value (the others stay clean).
+
+    ``above:K`` (K > 0): the elements whose magnitude exceeds K times the tensor's RMS
+    (``sqrt(mean(x²))`` over the whole clean tensor, computed in the graph), whatever the
+    layout. ``channels:F`` (0 < F < 1): the first ``ceil(F·C)`` of the ``C`` channels,
+    channel axis 1 of the ONNX tensor (a library value's own layout is followed; a tensor
+    of rank < 2 counts as one channel).
+
+    Attributes:
+        mode: :data:`ABOVE` or :data:`CHANNELS`.
+        value: K or F.
+        text: The canonical string (``above:2``, ``channels:0.25``).
+    """
+
+    mode: str
+    value: float
+    text: str
+
+    @property
+    def label(self) -> str:
+        """Suffix of the fault's label: ``above2``, ``channels0.25``."""
+        return self.text.replace(":", "")
+
+    def channel_count(self, channels: int) -> int:
+        """``ceil(F·C)``, with F read as the decimal it was written as (0.3·10 = 3)."""
+        _, _, number = self.text.partition(":")
+        return min(channels, math.ceil(Fraction(number) * channels))
+
+
+def parse_partial(text: str) -> Partial:
+    """Parse ``above:K`` or ``channels:F`` into a :class:`Partial` (canonical text).
+
+    Raises:
+        UsageError: Any other string.
+    """
+    mode, sep, number = str(text).strip().partition(":")
+    try:
+        value = float(number) if sep else math.nan
+    except ValueError:
+        value = math.nan
+    if mode == ABOVE and value > 0 and math.isfinite(value):
+        pass
+    elif mode == CHANNELS and 0 < value < 1:
+        pass
+    else:
+        raise UsageError(
+            f"partial fault {text!r}: write above:K (K > 0: only elements above K times the "
+            "tensor's RMS) or channels:F (0 < F < 1: only the first ceil(F*C) channels)"
+        )
+    canonical = str(int(value)) if value.is_integer() else repr(value)
+    return Partial(mode, value, f"{mode}:{canonical}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +114,9 @@ class FaultSpec:
         node: Key of one ONNX node (its name; ``anpred inject --node``): the fault hits
             only that node, which must be in ``stage`` and of type ``op`` (or ``op`` is
             ``"*"``); ``None``: every matching node of the stage.
+        partial: ``None`` (the whole output is faulted) or which elements are
+            (``above:K``, ``channels:F``; see :class:`Partial`); the others keep their
+            clean value.
     """
 
     stage: str
@@ -61,20 +124,35 @@ class FaultSpec:
     kind: str
     severity: float
     node: str | None = None
+    partial: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (``node`` only when set, so stage faults read as before)."""
+        """Return a JSON-ready dict (``node`` and ``partial`` only when set, so whole-stage,
+        whole-tensor faults read as before).
+        """
         data = {"stage": self.stage, "op": self.op, "kind": self.kind, "severity": self.severity}
         if self.node is not None:
             data["node"] = self.node
+        if self.partial is not None:
+            data["partial"] = self.partial
         return data
+
+    @property
+    def selection(self) -> Partial | None:
+        """The parsed :attr:`partial` (``None`` for a whole-tensor fault).
+
+        Raises:
+            UsageError: An invalid partial string.
+        """
+        return None if self.partial is None else parse_partial(self.partial)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
-        """Inverse of :meth:`to_dict`; checks the kind and the severity.
+        """Inverse of :meth:`to_dict`; checks the kind, the severity and the partial
+        (whose string is made canonical: ``above:2.0`` reads ``above:2``).
 
         Raises:
-            UsageError: Missing fields, unknown kind or invalid severity.
+            UsageError: Missing fields, unknown kind, invalid severity or partial.
         """
         missing = [k for k in ("stage", "op", "kind") if k not in data]
         if missing:
@@ -82,20 +160,26 @@ class FaultSpec:
         kind = fault_kind(str(data["kind"]))
         severity = data.get("severity")
         node = data.get("node")
+        partial = data.get("partial")
         spec = cls(
             str(data["stage"]),
             str(data["op"]),
             kind.name,
             kind.default_severity if severity is None else severity,
             None if node is None else str(node),
+            None if partial is None else parse_partial(partial).text,
         )
         kind.check(spec)
         return spec
 
     @property
     def label(self) -> str:
-        """Short name: ``bf16@neck.p4`` (op and severity are in the settings)."""
-        return f"{self.kind}@{self.stage}"
+        """Short name: ``bf16@neck.p4``, ``mantissa@s2~above2`` for a partial fault (op and
+        severity are in the settings).
+        """
+        selection = self.selection
+        suffix = "" if selection is None else f"~{selection.label}"
+        return f"{self.kind}@{self.stage}{suffix}"
 
 
 class FaultKind(ABC):
@@ -120,12 +204,32 @@ class FaultKind(ABC):
     summary: ClassVar[str] = ""
 
     def check(self, spec: FaultSpec) -> None:
-        """Raise :class:`UsageError` when ``spec`` does not fit this kind (op, severity)."""
+        """Raise :class:`UsageError` when ``spec`` does not fit this kind (op, severity,
+        partial).
+        """
         if self.ops is not None and spec.op != ANY_OP and spec.op not in self.ops:
             raise UsageError(
                 f"fault {self.name} applies to {', '.join(sorted(self.ops))}, not {spec.op}"
             )
         self.check_severity(spec.severity)
+        self.check_partial(spec.selection)
+
+    def check_partial(self, partial: Partial | None) -> None:
+        """Raise :class:`UsageError` for a partial this kind cannot apply: none on attribute
+        kinds (they change the node, not its values), only ``above`` on operand kinds (an
+        operand's axis 1 is not the op's channels for every op).
+        """
+        if partial is None or self.target is Target.OUTPUT:
+            return
+        if self.target is Target.ATTRIBUTE:
+            raise UsageError(
+                f"fault {self.name} changes a node attribute; it cannot be partial ({partial.text})"
+            )
+        if partial.mode != ABOVE:
+            raise UsageError(
+                f"fault {self.name} acts on the op's operands; only above:K applies to "
+                f"them, not {partial.text}"
+            )
 
     def check_severity(self, severity: float) -> None:
         """Raise :class:`UsageError` for an invalid severity (default: must be > 0)."""
