@@ -315,3 +315,39 @@ def test_partial_faults_keep_reduced_precision_and_layout(
         np.testing.assert_allclose(got[faulty], table[faulty], rtol=2.0**-7, atol=0)
         assert (got[faulty] == table[faulty]).mean() > 0.9
         assert not np.array_equal(got[faulty], clean[faulty])
+
+
+# -- the ONNX rewriter's selection at old and new opsets ----------------------------------
+
+
+@pytest.mark.parametrize("opset", [9, 11, 17, 18])
+@pytest.mark.parametrize("partial", ["above:1.5", "channels:0.5"])
+def test_onnx_selection_is_valid_and_exact_at_every_opset(opset: int, partial: str) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+    from onnx import TensorProto, helper
+
+    from anpred.inject.onnx_rewrite import OnnxFaultMath
+    from anpred.inject.spec import fault_kind
+
+    shape = (2, 6, 5, 4)
+    spec = FaultSpec.from_dict({"stage": "s", "op": "*", "kind": "mantissa", "severity": 3})
+    spec = FaultSpec.from_dict({**spec.to_dict(), "partial": partial})
+    math_ = OnnxFaultMath("fault", {"x"}, emulate_casts=False, opset=opset, shapes={"x": shape})
+    (result,) = fault_kind("mantissa").outputs(math_, spec, "Conv", [], ["x"])
+    graph = helper.make_graph(
+        [*math_.nodes, helper.make_node("Identity", [result], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+        initializer=math_.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)  # every node exists at this opset
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = (np.random.default_rng(3).standard_normal(shape) * 3).astype(np.float32)
+    got = session.run(None, {"x": x})[0]
+    faulty, untouched = _selection(partial, x)
+    np.testing.assert_array_equal(got[untouched], x[untouched])
+    np.testing.assert_array_equal(got[faulty], truncate_reference(x, 3)[faulty])
+    assert faulty.any() and untouched.any()

@@ -126,7 +126,10 @@ def cmd_inject(args: argparse.Namespace) -> int:
     apply_faults([base], {base.name: spec.to_dict()}, native_torch=not is_onnx_path(args.model))
     name = faulty_name(base.name, spec)
     options = _options(args, {base.name: spec.to_dict()})
-    out = Path(args.out or f"runs/{Path(args.model).stem}-{base.name}-{spec.kind}-{spec.stage}")
+    selection = spec.selection
+    only_part = "" if selection is None else f"-{selection.label}"
+    default_out = f"runs/{Path(args.model).stem}-{base.name}-{spec.kind}-{spec.stage}{only_part}"
+    out = Path(args.out or default_out)
     check_out_dir(out, options)
     export = export_model(options, out, _say, args.export_timeout)
     nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)

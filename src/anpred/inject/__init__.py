@@ -21,9 +21,11 @@ from anpred.inject.spec import (
     ANY_OP,
     FaultKind,
     FaultSpec,
+    Partial,
     Target,
     fault_kind,
     fault_kinds,
+    parse_partial,
     register_fault,
 )
 from anpred.inject.stages import node_stages, resolve_targets, stage_ops
@@ -36,6 +38,7 @@ __all__ = [
     "FaultMath",
     "FaultSpec",
     "OnnxFaultMath",
+    "Partial",
     "PlannedFault",
     "Target",
     "apply_faults",
@@ -47,6 +50,7 @@ __all__ = [
     "injection_record",
     "library_math",
     "node_stages",
+    "parse_partial",
     "plan_fault",
     "register_fault",
     "resolve_targets",

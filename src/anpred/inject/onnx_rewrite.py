@@ -20,6 +20,10 @@ Two ONNX operations the fault kinds need have no direct equivalent here:
   unchanged), plus, for float16, ``Round`` on its subnormal grid and the overflow to
   infinity: float16 is then exact for every value.
 
+A partial fault selects with ``Where``: ``above:K`` compares ``Abs`` with ``K·Sqrt(
+ReduceMean(x·x))`` (every axis), ``channels:F`` uses a constant boolean mask over the
+channel axis, from the value's shape as ONNX shape inference gives it.
+
 Every rewrite is valid at the graph's own opset (a user's ONNX file keeps it; real exports
 are often opset 9 to 12), from opset 9 (``Where``) on:
 
