@@ -1,7 +1,8 @@
 """An ONNX graph rewritten to compute in float64, for float64 references (imports no DL library).
 
 Every float tensor type (float32, float16, bfloat16) of the graph becomes double: graph
-inputs and outputs, initializers, Constant values, ConstantOfShape fills, Cast/EyeLike
+inputs and outputs, initializers, Constant values, ConstantOfShape fills (the default
+float 0 included), Cast/EyeLike
 targets and Attention's softmax precision, in subgraphs too. Inferred value types are
 dropped (shape inference recomputes them). This is the graph the float64 reference
 evaluates when the torch translation cannot (:mod:`anpred.translate.evaluator_reference`),
@@ -62,6 +63,9 @@ def _double_node(node: onnx.NodeProto) -> None:
                 node.attribute.remove(attr)
                 node.attribute.append(helper.make_attribute("value", value))
                 break
+    if node.op_type == "ConstantOfShape" and not any(a.name == "value" for a in node.attribute):
+        zero = numpy_helper.from_array(np.zeros(1, dtype=np.float64))  # the default: float 0
+        node.attribute.append(helper.make_attribute("value", zero))
     typed = _TYPE_ATTRIBUTES.get(node.op_type, ())
     for attr in node.attribute:
         if attr.name in typed and attr.i in FLOAT_TYPES:

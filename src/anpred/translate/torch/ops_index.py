@@ -191,3 +191,55 @@ def one_hot(call: NodeCall, indices: Tensor, depth: Tensor, values: Tensor) -> T
     hot = F.one_hot(index.clamp(0, count - 1), count).to(torch.bool) & inside.unsqueeze(-1)
     y = torch.where(hot, values[1], values[0])
     return torch.movedim(y, -1, int(call.attr("axis", -1)) % y.ndim)
+
+
+@register(_LIB, "TensorScatter")
+def tensor_scatter(
+    call: NodeCall, cache: Tensor, update: Tensor, write_indices: Tensor | None = None
+) -> Tensor:
+    """ONNX TensorScatter (a KV-cache write): ``update`` into ``cache`` along ``axis``
+    from each batch entry's write index (``linear``; ``circular`` wraps around).
+
+    ``torch.index_copy`` per batch entry.
+    """
+    axis = int(call.attr("axis", -2)) % cache.ndim
+    length, steps = cache.shape[axis], update.shape[axis]
+    starts = [0] * cache.shape[0] if write_indices is None else write_indices.tolist()
+    entries = []
+    for b, start in enumerate(starts):
+        positions = torch.arange(steps) + int(start)
+        if call.attr("mode", "linear") == "circular":
+            positions = torch.remainder(positions, length)
+        entries.append(torch.index_copy(cache[b], axis - 1, positions, update[b]))
+    return torch.stack(entries)
+
+
+@register(_LIB, "Unique")
+def unique(call: NodeCall, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """ONNX Unique: values (sorted, or in order of first occurrence with ``sorted=0``),
+    first indices, inverse indices and counts; along ``axis`` or over the flattened input.
+
+    ``torch.unique`` gives sorted values, inverse and counts; the first index of each value
+    is the minimum position mapped to it (``scatter_reduce`` amin).
+    """
+    axis = call.attr("axis")
+    if axis is None:
+        x, dim = x.reshape(-1), 0
+    else:
+        dim = int(axis) % x.ndim
+    values, inverse, counts = torch.unique(
+        x, sorted=True, return_inverse=True, return_counts=True, dim=dim
+    )
+    positions = torch.arange(inverse.numel())
+    first = torch.full((counts.numel(),), inverse.numel(), dtype=torch.int64)
+    first = first.scatter_reduce(0, inverse, positions, "amin")
+    if not call.attr("sorted", 1):
+        order = torch.argsort(first)
+        rank = torch.argsort(order)
+        values, first, counts = (
+            torch.index_select(values, dim, order),
+            first[order],
+            counts[order],
+        )
+        inverse = rank[inverse]
+    return values, first, inverse.to(torch.int64), counts.to(torch.int64)

@@ -87,3 +87,26 @@ def lrn(call: NodeCall, x: Tensor) -> Tensor:
     padded = F.pad(sq, [0, 0] * (x.ndim - 2) + [win.before, win.after])
     total = sum(padded[:, i : i + channels] for i in range(win.size))
     return x / torch.pow(win.bias + (win.alpha / win.size) * total, win.beta)
+
+
+@register(_LIB, "CausalConvWithState")
+def causal_conv_with_state(
+    call: NodeCall,
+    x: Tensor,
+    w: Tensor,
+    b: Tensor | None = None,
+    past_state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """ONNX CausalConvWithState: a depthwise 1-D convolution over ``past_state`` (zeros by
+    default) followed by the input, ``F.conv1d``; ``silu``/``swish`` activation
+    (``F.silu``); the last ``k - 1`` steps are the present state.
+    """
+    batch, channels, _ = x.shape
+    k = w.shape[2]
+    if past_state is None:
+        past_state = x.new_zeros((batch, channels, k - 1))
+    padded = torch.cat([past_state, x], dim=2)
+    y = F.conv1d(padded, w, b, groups=channels)
+    if call.attr("activation", "none") in ("silu", "swish"):
+        y = F.silu(y)
+    return y, padded[:, :, padded.shape[2] - (k - 1) :]

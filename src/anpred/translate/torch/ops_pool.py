@@ -9,6 +9,7 @@ for averages the divisor is then pooled from a mask that marks what ONNX counts.
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
@@ -184,3 +185,30 @@ def global_lp_pool(call: NodeCall, x: Tensor) -> Tensor:
     p = float(call.attr("p", 2))
     dims = tuple(range(2, x.ndim))
     return torch.linalg.vector_norm(x, ord=p, dim=dims, keepdim=True)
+
+
+@register(_LIB, "MaxUnpool")
+def max_unpool(
+    call: NodeCall, x: Tensor, indices: Tensor, output_shape: Tensor | None = None
+) -> Tensor:
+    """ONNX MaxUnpool: each value to its flat index (MaxPool's Indices) in a zero tensor.
+
+    The output shape is the ``output_shape`` input when given, else ``(in - 1) * stride +
+    kernel - pads``. ``Tensor.scatter`` on the flattened output: ONNX's indices count over
+    the whole tensor, ``F.max_unpool*d``'s per (n, c) plane.
+    """
+    static = call.const(2)
+    if static is not None or output_shape is not None:
+        shape = [int(v) for v in (static if static is not None else output_shape.tolist())]
+    else:
+        nd = x.ndim - 2
+        kernel = list(call.attr("kernel_shape"))
+        strides = list(call.attr("strides", [1] * nd))
+        pads = list(call.attr("pads", [0] * (2 * nd)))
+        shape = list(x.shape[:2]) + [
+            (n - 1) * s + k - pads[i] - pads[i + nd]
+            for i, (n, s, k) in enumerate(zip(x.shape[2:], strides, kernel, strict=True))
+        ]
+    flat = torch.zeros(math.prod(shape), dtype=x.dtype)
+    flat = flat.scatter(0, indices.reshape(-1).to(torch.int64), x.reshape(-1))
+    return flat.reshape(shape)

@@ -1,4 +1,4 @@
-"""LSTM and GRU torch translators.
+"""LSTM, GRU and RNN torch translators.
 
 Where the node is what torch's fused RNN kernels compute (``torch.lstm`` / ``torch.gru``,
 the kernels behind ``nn.LSTM`` / ``nn.GRU``: default activations, no ``clip``, no
@@ -111,3 +111,32 @@ def gru(call: NodeCall, *inputs: Tensor | None) -> tuple[Tensor, ...]:
     if int(call.attr("linear_before_reset", 0)) and _fused(call, 2, seq_lens):
         return _run_fused(call, torch.gru, _GRU_GATES, x, w, r, b, (h0,))
     return recurrent.gru(call, KERNELS, *inputs)
+
+
+_RNN_KERNELS = {"Tanh": torch.rnn_tanh, "Relu": torch.rnn_relu}
+
+
+@register(_LIB, "RNN")
+def rnn(call: NodeCall, *inputs: Tensor | None) -> tuple[Tensor, ...]:
+    """ONNX RNN: ``torch.rnn_tanh`` / ``torch.rnn_relu`` (the kernels behind ``nn.RNN``).
+
+    One activation for every direction (Tanh default, or Relu), no ``clip``, full-length
+    sequences; other nodes are not supported.
+    """
+    x, w, r, b, seq_lens, h0 = (*inputs, *([None] * (6 - len(inputs))))
+    names = {_text(a) for a in call.attr("activations", ["Tanh"])}
+    if len(names) != 1 or next(iter(names)) not in _RNN_KERNELS:
+        raise NotImplementedError(f"RNN with activations {sorted(names)}")
+    if call.attr("clip") is not None or (seq_lens is not None and not _full_length(call)):
+        raise NotImplementedError("RNN with clip or shorter sequence_lens")
+    kernel = _RNN_KERNELS[next(iter(names))]
+    return _run_fused(call, kernel, (0,), x, w, r, b, (h0,))
+
+
+def _full_length(call: NodeCall) -> bool:
+    """Whether the static ``sequence_lens`` all equal the sequence length."""
+    lengths, shape = call.const(4), call.input_shapes[0] if call.input_shapes else None
+    if lengths is None or shape is None:
+        return False
+    seq = shape[1] if int(call.attr("layout", 0)) else shape[0]
+    return all(int(v) == seq for v in lengths.reshape(-1))
