@@ -86,11 +86,8 @@ def parse_partial(text: str) -> Partial:
         value = float(number) if sep else math.nan
     except ValueError:
         value = math.nan
-    if mode == ABOVE and value > 0 and math.isfinite(value):
-        pass
-    elif mode == CHANNELS and 0 < value < 1:
-        pass
-    else:
+    valid = (mode == ABOVE and 0 < value < math.inf) or (mode == CHANNELS and 0 < value < 1)
+    if not valid:  # NaN compares false
         raise UsageError(
             f"partial fault {text!r}: write above:K (K > 0: only elements above K times the "
             "tensor's RMS) or channels:F (0 < F < 1: only the first ceil(F*C) channels)"
