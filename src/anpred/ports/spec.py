@@ -1,7 +1,8 @@
 """What a port is, how it becomes a participant, and the transform that hands it to a worker.
 
 A *port* is the user's own implementation of the reference module in another library
-(a ``paddle.nn.Layer`` written by hand, weights transferred by the user), named by a
+(a ``paddle.nn.Layer`` or a ``keras.Model`` written by hand, weights transferred by the
+user), named by a
 ``file.py:function`` that returns it. It runs as the participant ``<library>-port``, in its
 library's worker, through its own code: the :class:`PortTransform` planned for that
 participant replaces the worker's model by the port (``ModelJob.port``), and the port
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 #: Suffix of a port's participant name (``paddle-port``).
 PORT_SUFFIX = "-port"
 #: The runner of each library's ports (``module:Class``), imported in the worker only.
-PORT_RUNNERS = {"paddle": "anpred.backends.paddle_port_runner:PaddlePortRunner"}
+PORT_RUNNERS = {
+    "paddle": "anpred.backends.paddle_port_runner:PaddlePortRunner",
+    "tensorflow": "anpred.backends.keras_port_runner:KerasPortRunner",
+}
 #: Key of the ports in ``RunOptions.extra``: library -> port spec.
 EXTRA_PORTS = "ports"
 

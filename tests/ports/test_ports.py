@@ -1,4 +1,5 @@
-"""A hand-written paddle port of a torch module, run beside the libraries (issue 38)."""
+"""Hand-written paddle and Keras ports of a torch module, run beside the libraries
+(issue 38)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,39 @@ from anpred.store.outcome import Status
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
+#: Keras layer (keras_ports.py) -> reference anchor: Keras names differ from module paths.
+KERAS_ANCHOR_MAP = {
+    "stem_conv": "stem.0",
+    "stem_act": "stem.1",
+    "body_conv1": "body.0",
+    "body_gelu": "body.1",
+    "body_conv2": "body.2",
+    "pool": "pool",
+}
 
 
-def _port_file(tmp_path: Path, weights: Path) -> Path:
-    path = tmp_path / "port.py"
-    path.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(HERE)!r})\n"
-        "from paddle_ports import build\n"
-        f"W = {str(weights)!r}\n"
+def _port_files(tmp_path: Path, weights: Path) -> tuple[Path, Path]:
+    """``port_paddle.py`` and ``port_keras.py``: one file per library (importing paddle and
+    tensorflow in one process crashes it)."""
+    head = f"import sys\nsys.path.insert(0, {str(HERE)!r})\nW = {str(weights)!r}\n"
+    paddle = tmp_path / "port_paddle.py"
+    paddle.write_text(
+        head + "from paddle_ports import build\n"
         "def clean():\n    return build(W)\n"
         "def tanh_gelu():\n    return build(W, approximate=True)\n"
         "def wrong_weight():\n    return build(W, wrong='body.2.weight')\n"
     )
-    return path
+    keras = tmp_path / "port_keras.py"
+    keras.write_text(
+        head + "from keras_ports import build\n"
+        "def keras_clean():\n    return build(W)\n"
+        "def keras_tanh_gelu():\n    return build(W, approximate=True)\n"
+    )
+    return paddle, keras
 
 
 @pytest.fixture
-def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, Path]:
+def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, Path, Path]:
     import torch
 
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "interchange"))
@@ -40,15 +56,15 @@ def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, 
     model = SmallCnn().eval()
     weights = tmp_path / "weights.npz"
     np.savez(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
-    return model, _port_file(tmp_path, weights)
+    return (model, *_port_files(tmp_path, weights))
 
 
 def test_a_port_in_a_library_without_a_port_runner_is_one_line(
-    reference: tuple[object, Path], tmp_path: Path
+    reference: tuple[object, Path, Path], tmp_path: Path
 ) -> None:
     import torch
 
-    model, port = reference
+    model, port, _ = reference
     with pytest.raises(UsageError, match="ports in jax are not supported yet"):
         anpred.run(model, example_inputs=torch.zeros(1, 3, 32, 32), out=tmp_path / "r",
                    ports={"jax": f"{port}:clean"})  # fmt: skip
@@ -59,11 +75,11 @@ def test_a_port_in_a_library_without_a_port_runner_is_one_line(
 
 @pytest.mark.slow
 def test_a_clean_port_agrees_and_a_changed_activation_is_localized(
-    reference: tuple[object, Path], tmp_path: Path
+    reference: tuple[object, Path, Path], tmp_path: Path
 ) -> None:
     import torch
 
-    model, port = reference
+    model, port, _ = reference
     runs = {}
     for function in ("clean", "tanh_gelu", "wrong_weight"):
         runs[function] = anpred.run(
@@ -83,3 +99,26 @@ def test_a_clean_port_agrees_and_a_changed_activation_is_localized(
     # a wrong weight in body.2: flagged from body.2 on
     flagged = {f.anchor for f in runs["wrong_weight"].findings if f.participant == "paddle-port"}
     assert "body.2" in flagged and not flagged & {"stem.0", "stem.1", "body.0", "body.1"}
+
+
+@pytest.mark.slow
+def test_a_keras_port_runs_channels_last_with_an_anchor_map(
+    reference: tuple[object, Path, Path], tmp_path: Path
+) -> None:
+    import torch
+
+    model, _, port = reference
+    runs = {}
+    for function in ("keras_clean", "keras_tanh_gelu"):
+        runs[function] = anpred.run(
+            model, example_inputs=torch.zeros(1, 3, 32, 32), libs="torch,onnxruntime", images=1,
+            out=tmp_path / function, progress=None, drill=False,
+            ports={"tensorflow": f"{port}:{function}"},
+            anchor_map={"tensorflow": KERAS_ANCHOR_MAP},
+        )  # fmt: skip
+    for run in runs.values():
+        record = next(p for p in run.participants if p.participant == "tensorflow-port")
+        assert record.status is Status.OK
+    assert not runs["keras_clean"].findings
+    flagged = {f.anchor for f in runs["keras_tanh_gelu"].findings}
+    assert "body.1" in flagged and not flagged & {"stem.0", "stem.1", "body.0"}
