@@ -33,7 +33,20 @@ for lock in "$locks"/*.txt; do known+=("$(basename "$lock" .txt)"); done
 if [ "$wanted" != all ] && [ "$wanted" != none ]; then
   for name in ${wanted//,/ }; do
     if [[ ! "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || [ ! -f "$locks/$name.txt" ]; then
-      echo "setup: no runtime environment named '$name' (no $locks/$name.txt); environments: ${known[*]:-none} (\`anpred libs\` shows each runtime's)" >&2
+      # a runtime's name instead of its environment's: the lock whose header names it
+      # (as `name`, or as "name (converter ...)")
+      home=()
+      for lock in "$locks"/*.txt; do
+        if [[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] \
+          && sed -n '/^#/!q;p' "$lock" | grep -qE -- "(\`$name\`|(^|[ (])$name \()"; then
+          home+=("$(basename "$lock" .txt)")
+        fi
+      done
+      hint="environments: ${known[*]:-none} (\`anpred libs\` shows each runtime's)"
+      if [ ${#home[@]} = 1 ]; then
+        hint="$name is built in environment ${home[0]}: make runtime NAME=${home[0]}"
+      fi
+      echo "setup: no runtime environment named '$name' (no $locks/$name.txt); $hint" >&2
       exit 2
     fi
   done

@@ -71,6 +71,12 @@ def test_runtime_environments_are_built_once_recorded_and_run_this_clones_anpred
     assert unknown.returncode == 2
     assert "no runtime environment named 'ncnn'" in unknown.stderr
     assert "environments: broken tiny" in unknown.stderr
+    # ... or, for a runtime's name, the environment whose lock header names it
+    (locks / "tiny.txt").write_text("# the environment of `tinyrt`\ncolorama==0.4.6\n")
+    alias = _setup(tmp_path, ANPRED_RUNTIMES="tinyrt")
+    assert alias.returncode == 2
+    assert "tinyrt is built in environment tiny: make runtime NAME=tiny" in alias.stderr
+    (locks / "tiny.txt").write_text("# a full lock of one package\ncolorama==0.4.6\n")
     # `make env` (none): builds nothing, records what is built (a rebuilt .venv finds it
     # again) and names the command that builds the rest
     (tmp_path / "envs.json").unlink()
