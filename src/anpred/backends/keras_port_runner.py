@@ -77,5 +77,8 @@ class KerasPortRunner(PortRunner):
     def to_tensor(self, array: np.ndarray) -> Any:
         return tf.constant(_nchw_to_nhwc(np.asarray(array, dtype=np.float32)))
 
+    def parameters(self) -> list[tuple[str, np.ndarray]]:
+        return [(w.path, np.asarray(w.numpy())) for w in self.port.trainable_weights]
+
     def version(self) -> str:
         return str(tf.__version__)

@@ -55,5 +55,8 @@ class PaddlePortRunner(PortRunner):
     def to_tensor(self, array: np.ndarray) -> Any:
         return paddle.to_tensor(np.asarray(array, dtype=np.float32))
 
+    def parameters(self) -> list[tuple[str, np.ndarray]]:
+        return [(n, p.numpy()) for n, p in self.port.named_parameters() if p.trainable]
+
     def version(self) -> str:
         return str(paddle.__version__)

@@ -1,11 +1,13 @@
 """Abstract: a runner for a user's port (:mod:`anpred.ports`), whatever its library.
 
-The port runs through its own code. Each reference anchor is the output of one of its
-layers: the layer ``anchor_map`` names for it, else the layer named like the reference
-anchor's module path; every other layer is left alone. A library's port runner says how
-to build the port, find its layers, record (and, for stage isolation, replace) one
-layer's output, call the port and convert tensors; this class does the rest: the map
-(recorded in the settings), anchored / plain / isolated inference, and the captures.
+The port runs through its own code; its weights are compared with the reference's
+(:mod:`anpred.ports.weights`, recorded in the settings under ``weights``). Each reference
+anchor is the output of one of its layers: the layer ``anchor_map`` names for it, else the
+layer named like the reference anchor's module path; every other layer is left alone. A
+library's port runner says how to build the port, find its layers, record (and, for stage
+isolation, replace) one layer's output, call the port and convert tensors; this class does
+the rest: the map (recorded in the settings), anchored / plain / isolated inference, and
+the captures.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.errors import UsageError
 from anpred.interchange.user_module import source_function
+from anpred.ports.weights import compare_weights
 from anpred.zoo.spec import OUTPUT_ANCHOR
 
 #: Called with a layer's output; returns the output the port goes on with.
@@ -39,6 +42,7 @@ class PortRunner(Runner):
         self.records: dict[str, Any] = {}
         self.fed: dict[str, Any] = {}
         self.hooked = True
+        self.weights: dict[str, Any] = {}
 
     @abstractmethod
     def check_port(self, port: Any) -> None:
@@ -68,6 +72,10 @@ class PortRunner(Runner):
     def to_tensor(self, array: np.ndarray) -> Any:
         """A fed anchor (reference layout) as the port's tensor, in the port's layout."""
 
+    @abstractmethod
+    def parameters(self) -> list[tuple[str, np.ndarray]]:
+        """The port's trainable parameters, in its own order (for the weights check)."""
+
     def activate_impl(self, job: ModelJob) -> None:
         assert job.port is not None
         start = time.perf_counter()
@@ -88,6 +96,7 @@ class PortRunner(Runner):
                 )
             self.mapping[record.anchor] = path
             self.hook_layer(layers[path], self._hook(record.anchor))
+        self.weights = compare_weights(self.parameters(), job.export.folder)
         self.step = Step.EXECUTE
 
     def _hook(self, anchor: str) -> OutputHook:
@@ -139,4 +148,6 @@ class PortRunner(Runner):
             "source": self.job.port.source if self.job.port else None,
             "layout": self.layout,
             "anchor_map": dict(self.mapping),
+            # the port's parameters against the reference's: a transfer error shows here
+            "weights": self.weights,
         }

@@ -42,6 +42,8 @@ _BUILDER = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$"
 SINGLE_INPUT = "input"
 #: Files the export writes next to the graphs.
 RECORD_FILE, STATE_FILE = "module.json", "module_state.pt"
+#: The module's parameters in order, as NumPy arrays (ports compare theirs to them).
+PARAMETERS_FILE = "module_parameters.npz"
 
 
 def is_module_source(model: str) -> bool:
@@ -335,6 +337,10 @@ def save_state(
     folder.mkdir(parents=True, exist_ok=True)
     state = folder / STATE_FILE
     torch.save(module.state_dict(), state)
+    import numpy as np
+
+    parameters = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    np.savez(folder / PARAMETERS_FILE, **parameters)  # in module order (npz keeps it)
     code = hashlib.sha256(check_module_source(source).read_bytes())
     digest = code.copy()
     digest.update(state.read_bytes())
