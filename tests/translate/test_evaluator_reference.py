@@ -138,6 +138,7 @@ def test_the_float64_reference_falls_back_and_records_its_source(tmp_path: Path)
     assert _rel(isolated.arrays["output"], exact["y"]) <= FP64_TOLERANCE
     settings = runner.describe_settings()
     assert settings["reference_source"] == SOURCE
+    assert settings["execution"].startswith("onnx.reference.ReferenceEvaluator")
     assert "com.example.ScaledTanh" in settings["fallback_reason"]
 
 

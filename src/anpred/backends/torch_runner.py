@@ -405,8 +405,15 @@ class TorchGraphRunner(TranslatedRunner):
         return torch.__version__
 
     def describe_settings(self) -> dict[str, Any]:
-        """Settings as run (see :meth:`TorchRunner.describe_settings`), plus the adapter's."""
-        described = _describe(self.settings, self.env, "anpred torch translators")
+        """Settings as run (see :meth:`TorchRunner.describe_settings`), plus the adapter's.
+
+        The float64 reference that fell back to ONNX's evaluator says so in ``execution``
+        (and in the adapter's ``reference_source`` and ``fallback_reason``).
+        """
+        execution = "anpred torch translators"
+        if self.program is not None and self.program.library == "evaluator_reference":
+            execution = "onnx.reference.ReferenceEvaluator (float64 fallback)"
+        described = _describe(self.settings, self.env, execution)
         if self.program is not None:
             described.update(
                 {k: v for k, v in self.program.adapter.settings().items() if k not in described}
