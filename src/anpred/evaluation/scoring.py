@@ -126,7 +126,7 @@ def fault_row(
         "op": spec.op,
         "severity": spec.severity,
         "node": spec.node or "",
-        "partial": getattr(spec, "partial", None) or "",
+        "partial": spec.partial or "",
         "anpred_detected": det["flagged"],
         "anpred_flagged_at_stage": det["flagged_at_stage"],
         "emergence_at_stage": det["emergence_at_stage"] or 0.0,
