@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from anpred.evaluation.campaign import ModelResult
+from anpred.evaluation.scoring import fault_label
 from anpred.participants import REFERENCE32
 
 MILDER_WHEN_HIGHER = frozenset({"mantissa"})
@@ -111,9 +112,9 @@ def severity_curves(
         {k.split(":", 1)[1] for r in rows for k in r if k.startswith("baseline:")}
     )
     curves = []
-    for model, kind in dict.fromkeys((r["model"], r["kind"]) for r in rows):
-        sub = [r for r in rows if r["model"] == model and r["kind"] == kind]
-        order = mild_to_severe(kind, [r["severity"] for r in sub])
+    for model, kind in dict.fromkeys((r["model"], fault_label(r)) for r in rows):
+        sub = [r for r in rows if r["model"] == model and fault_label(r) == kind]
+        order = mild_to_severe(sub[0]["kind"], [r["severity"] for r in sub])
         for method in methods:
             key = _method_key(method)
             at = [[r for r in sub if r["severity"] == s] for s in order]

@@ -157,3 +157,16 @@ def fault_outcome(row: dict[str, Any]) -> str:
         verdict = "detected (" + ", ".join(f"{n} {'yes' if ok else 'no'}" for n, ok in checks) + ")"
     baselines = [v for k, v in row.items() if k.startswith("baseline:")]
     return f"{verdict}; {sum(bool(v) for v in baselines)}/{len(baselines)} baselines flag it"
+
+
+def fault_label(row: dict[str, Any]) -> str:
+    """The fault kind of a row with its scope: ``mantissa``, ``mantissa (1 node)``,
+    ``mantissa (channels:0.1)`` (the tables group rows by it; rows written before nodes
+    and partial faults existed read as the stage-wide kind).
+    """
+    label = str(row["kind"])
+    if row.get("node"):
+        label += " (1 node)"
+    if row.get("partial"):
+        label += f" ({row['partial']})"
+    return label

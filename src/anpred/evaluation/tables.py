@@ -27,6 +27,7 @@ from typing import Any
 
 from anpred.evaluation.campaign import ModelResult
 from anpred.evaluation.curves import half_detection_table, severity_curves, severity_plot
+from anpred.evaluation.scoring import fault_label
 from anpred.library.precision import ideal_class
 from anpred.participants import REFERENCE32
 from anpred.store import EvalStore
@@ -54,7 +55,7 @@ def detection_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     groups: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["model"], r["kind"], r["severity"]), []).append(r)
+        groups.setdefault((r["model"], fault_label(r), r["severity"]), []).append(r)
     for (model, kind, severity), group in groups.items():
         anpred = [r["anpred_detected"] for r in group]
         any_base = [any(r[b] for b in baselines) for r in group]
@@ -83,7 +84,7 @@ def localization_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     groups: dict[tuple[str, str, str, Any], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["model"], r["library"], r["kind"], r["severity"]), []).append(r)
+        groups.setdefault((r["model"], r["library"], fault_label(r), r["severity"]), []).append(r)
     for (model, lib, kind, severity), group in groups.items():
         lines.append(
             "| "
