@@ -109,16 +109,25 @@ def test_a_keras_port_runs_channels_last_with_an_anchor_map(
 
     model, _, port = reference
     runs = {}
-    for function in ("keras_clean", "keras_tanh_gelu"):
+    for function in ("keras_clean", "keras_tanh_gelu", "keras_clean-unmapped"):
+        given = {} if function.endswith("unmapped") else {"tensorflow": KERAS_ANCHOR_MAP}
         runs[function] = anpred.run(
             model, example_inputs=torch.zeros(1, 3, 32, 32), libs="torch,onnxruntime", images=1,
             out=tmp_path / function, progress=None, drill=False,
-            ports={"tensorflow": f"{port}:{function}"},
-            anchor_map={"tensorflow": KERAS_ANCHOR_MAP},
+            ports={"tensorflow": f"{port}:{function.split('-')[0]}"}, anchor_map=given,
         )  # fmt: skip
     for run in runs.values():
         record = next(p for p in run.participants if p.participant == "tensorflow-port")
         assert record.status is Status.OK
-    assert not runs["keras_clean"].findings
+    assert not runs["keras_clean"].findings and not runs["keras_clean-unmapped"].findings
+    # without a map: a layer named like the anchor's module (pool), else the next layer of
+    # the anchor's shape, in call order
+    unmapped = next(
+        p for p in runs["keras_clean-unmapped"].participants if p.participant == "tensorflow-port"
+    ).settings
+    assert unmapped["anchor_map"] == {v: k for k, v in KERAS_ANCHOR_MAP.items()}
+    assert unmapped["anchor_map_by"] == {
+        a: "name" if a == "pool" else "order and shape" for a in KERAS_ANCHOR_MAP.values()
+    }
     flagged = {f.anchor for f in runs["keras_tanh_gelu"].findings}
     assert "body.1" in flagged and not flagged & {"stem.0", "stem.1", "body.0"}

@@ -3,7 +3,9 @@
 The port runs through its own code; its weights are compared with the reference's
 (:mod:`anpred.ports.weights`, recorded in the settings under ``weights``). Each reference
 anchor is the output of one of its layers: the layer ``anchor_map`` names for it, else the
-layer named like the reference anchor's module path; every other layer is left alone. A
+layer named like the reference anchor's module path, else the next layer, in call order,
+whose output has the anchor's shape (PaDiff's module walk); the map and how each entry was
+found are recorded in the settings. A
 library's port runner says how to build the port, find its layers, record (and, for stage
 isolation, replace) one layer's output, call the port and convert tensors; this class does
 the rest: the map (recorded in the settings), anchored / plain / isolated inference, and
@@ -43,6 +45,7 @@ class PortRunner(Runner):
         self.fed: dict[str, Any] = {}
         self.hooked = True
         self.weights: dict[str, Any] = {}
+        self.matched: dict[str, str] = {}  # anchor -> how its layer was found
 
     @abstractmethod
     def check_port(self, port: Any) -> None:
@@ -85,19 +88,66 @@ class PortRunner(Runner):
         self._timed("build", start)
         layers = self.layers(port)
         given = {anchor: path for path, anchor in job.port.anchor_map}
+        unmapped = []
         for record in job.export.anchors:
             if record.anchor == OUTPUT_ANCHOR or record.anchor in self.mapping:
                 continue
             path = given.get(record.anchor, record.module)
-            if path not in layers:
-                raise UsageError(
-                    f"the port has no layer {path!r} for anchor {record.anchor}; name it in "
-                    "anchor_map (port layer path -> reference anchor)"
-                )
-            self.mapping[record.anchor] = path
-            self.hook_layer(layers[path], self._hook(record.anchor))
+            if path in layers:
+                self.mapping[record.anchor] = path
+                self.matched[record.anchor] = "anchor_map" if record.anchor in given else "name"
+            elif record.anchor in given:
+                raise UsageError(f"anchor_map names {path!r}, which is not a layer of the port")
+            elif record.anchor not in {r.anchor for r in unmapped}:
+                unmapped.append(record)
+        if unmapped:
+            self._match_by_order_and_shape(job, layers, unmapped)
+        for anchor, path in self.mapping.items():
+            self.hook_layer(layers[path], self._hook(anchor))
         self.weights = compare_weights(self.parameters(), job.export.folder)
         self.step = Step.EXECUTE
+
+    def _match_by_order_and_shape(
+        self, job: ModelJob, layers: dict[str, Any], unmapped: list[Any]
+    ) -> None:
+        """Map each unmapped anchor to the next layer, in call order, whose output has the
+        anchor's shape (PaDiff's module walk): one forward pass on zeros records them.
+        """
+        calls: list[tuple[str, tuple[int, ...]]] = []
+        probing = [True]
+
+        def probe(path: str) -> OutputHook:
+            def record(output: Any) -> Any:
+                found = self.tensors(output)
+                if probing[0] and len(found) == 1:
+                    shape = tuple(int(d) for d in found[0].shape)
+                    if len(shape) == 4 and self.layout == "NHWC":
+                        shape = (shape[0], shape[3], shape[1], shape[2])
+                    calls.append((path, shape))
+                return output
+
+            return record
+
+        for path, layer in layers.items():
+            self.hook_layer(layer, probe(path))
+        self.call(np.zeros(job.export.input_shape, dtype=np.float32))
+        probing[0] = False
+        used, position = set(self.mapping.values()), 0
+        for record in unmapped:
+            found = next(
+                (i for i in range(position, len(calls))
+                 if calls[i][1] == tuple(record.shape) and calls[i][0] not in used),
+                None,
+            )  # fmt: skip
+            if found is None:
+                raise UsageError(
+                    f"no layer of the port, after those matched, outputs {record.shape} for "
+                    f"anchor {record.anchor}; name its layer in anchor_map"
+                )
+            self.mapping[record.anchor] = calls[found][0]
+            self.matched[record.anchor] = "order and shape"
+            used.add(calls[found][0])
+            position = found + 1
 
     def _hook(self, anchor: str) -> OutputHook:
         def record(output: Any) -> Any:
@@ -148,6 +198,7 @@ class PortRunner(Runner):
             "source": self.job.port.source if self.job.port else None,
             "layout": self.layout,
             "anchor_map": dict(self.mapping),
+            "anchor_map_by": dict(self.matched),
             # the port's parameters against the reference's: a transfer error shows here
             "weights": self.weights,
         }
