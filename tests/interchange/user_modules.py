@@ -80,3 +80,23 @@ class Masked(nn.Module):
 def build_masked() -> tuple[nn.Module, torch.Tensor]:
     """A module whose export holds constant arithmetic."""
     return Masked(), torch.randn(1, 3, 8, 8)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block (one head) on ``[batch, tokens, 16]``."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        attention = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+        x = x + self.proj(attention @ v)
+        return x + self.fc2(self.act(self.fc1(self.norm2(x))))

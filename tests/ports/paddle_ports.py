@@ -45,3 +45,35 @@ def build(weights: str, approximate: bool = False, wrong: str | None = None) -> 
             value.flat[0] += 0.5
         parameter.set_value(np.ascontiguousarray(value, dtype=np.float32))
     return port
+
+
+class BlockPort(nn.Layer):
+    """``Block`` in paddle, with the same layer names."""
+
+    def __init__(self, dim: int = 16, epsilon: float = 1e-5) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, epsilon=epsilon)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim, epsilon=epsilon)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        q, k, v = paddle.chunk(self.qkv(self.norm1(x)), 3, axis=-1)
+        scores = paddle.matmul(q, k, transpose_y=True) / q.shape[-1] ** 0.5
+        x = x + self.proj(paddle.matmul(nn.functional.softmax(scores, axis=-1), v))
+        return x + self.fc2(self.act(self.fc1(self.norm2(x))))
+
+
+def build_block(weights: str, epsilon: float = 1e-5) -> nn.Layer:
+    """The block port with the torch module's weights; ``epsilon``: LayerNorm's."""
+    port = BlockPort(epsilon=epsilon)
+    state = dict(np.load(weights))
+    for name, parameter in port.named_parameters():
+        value = state[name]
+        if value.ndim == 2:  # Linear: paddle holds [in, out]
+            value = value.T
+        parameter.set_value(np.ascontiguousarray(value, dtype=np.float32))
+    return port

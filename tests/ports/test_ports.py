@@ -131,3 +131,43 @@ def test_a_keras_port_runs_channels_last_with_an_anchor_map(
     }
     flagged = {f.anchor for f in runs["keras_tanh_gelu"].findings}
     assert "body.1" in flagged and not flagged & {"stem.0", "stem.1", "body.0"}
+
+
+@pytest.mark.slow
+def test_a_transformer_block_port_with_another_layernorm_epsilon_is_flagged_at_the_norm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "interchange"))
+    from user_modules import Block
+
+    torch.manual_seed(0)
+    model = Block().eval()
+    weights = tmp_path / "block.npz"
+    np.savez(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
+    port = tmp_path / "port_block.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(HERE)!r})\nfrom paddle_ports import build_block\n"
+        f"def clean():\n    return build_block({str(weights)!r})\n"
+        f"def eps6():\n    return build_block({str(weights)!r}, epsilon=1e-6)\n"
+    )
+    runs = {
+        function: anpred.run(
+            model,
+            example_inputs=torch.randn(1, 8, 16),
+            libs="torch,onnxruntime",
+            images=1,
+            out=tmp_path / function,
+            progress=None,
+            drill=False,
+            ports={"paddle": f"{port}:{function}"},
+        )  # fmt: skip
+        for function in ("clean", "eps6")
+    }
+    assert [a.key for a in runs["clean"].anchors] == [
+        "norm1", "qkv", "proj", "norm2", "fc1", "act", "fc2", "output",
+    ]  # fmt: skip
+    assert not runs["clean"].findings
+    flagged = [f.anchor for f in runs["eps6"].findings if f.participant == "paddle-port"]
+    assert flagged and flagged[0] == "norm1"  # the first anchor after the first LayerNorm
