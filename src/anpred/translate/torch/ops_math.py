@@ -1,7 +1,7 @@
 """Element-wise maths torch translators: trigonometry, rounding, logic, comparisons, casts.
 
 Also the small ops an exporter or an ONNX function body emits around them: CastLike,
-run-time Shape and Size, Det, Einsum, CumSum, Trilu.
+run-time Shape and Size, Det, Einsum, CumSum, Trilu, BitCast, QLinearMatMul.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import torch
 
 from anpred.translate.registry import NodeCall, register
 from anpred.translate.torch.adapter import run_float
+from anpred.translate.torch.ops_elementwise import ONNX_TO_TORCH
 
 _LIB = "torch"
 
@@ -142,3 +143,33 @@ def trilu(call: NodeCall, x: Tensor, k: Tensor | None = None) -> Tensor:
     else:
         offset = 0 if k is None else int(k.item())
     return torch.triu(x, offset) if call.attr("upper", 1) else torch.tril(x, offset)
+
+
+@register(_LIB, "BitCast")
+def bit_cast(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX BitCast: the same bits as another type of the same width (``Tensor.view``).
+
+    Bits are a property of the ONNX type: in a float64 run a float input is taken back to
+    the float32 it stands for first, and a float result is widened after.
+    """
+    target = ONNX_TO_TORCH[int(call.attr("to"))]
+    if x.dtype == torch.float64 and target.itemsize == 4:
+        x = x.to(torch.float32)
+    return x.view(target).to(run_float(target))
+
+
+@register(_LIB, "QLinearMatMul")
+def qlinear_matmul(
+    call: NodeCall, a: Tensor, a_scale: Tensor, a_zero: Tensor, b: Tensor, b_scale: Tensor,
+    b_zero: Tensor, y_scale: Tensor, y_zero: Tensor,
+) -> Tensor:  # fmt: skip
+    """ONNX QLinearMatMul: the integer product of the zero-point-shifted operands
+    (``torch.matmul`` in int64, exact), scaled by ``a_scale * b_scale / y_scale``,
+    rounded half to even, shifted by ``y_zero_point`` and saturated to its type.
+    """
+    product = torch.matmul(a.to(torch.int64) - a_zero.to(torch.int64),
+                           b.to(torch.int64) - b_zero.to(torch.int64))  # fmt: skip
+    factor = a_scale * b_scale / y_scale
+    y = torch.round(product.to(factor.dtype) * factor) + y_zero.to(factor.dtype)
+    info = torch.iinfo(y_zero.dtype)
+    return torch.clamp(y, info.min, info.max).to(y_zero.dtype)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
@@ -52,21 +54,35 @@ def affine_grid(call: NodeCall, theta: Tensor, size: Tensor) -> Tensor:
 
 @register(_LIB, "Col2Im")
 def col2im(call: NodeCall, x: Tensor, image_shape: Tensor, block_shape: Tensor) -> Tensor:
-    """ONNX Col2Im for 2-D images: ``F.fold`` (symmetric pads only; torch has no 3-D fold)."""
+    """ONNX Col2Im: ``F.fold`` for 2-D images with symmetric pads; other images (3-D,
+    asymmetric pads) add each column entry to its image position with ``index_add``.
+    """
     image, block = _ints(call, 1, image_shape), _ints(call, 2, block_shape)
-    if len(image) != 2:
-        raise NotImplementedError("Col2Im beyond 2-D images: torch has no 3-D fold")
-    pads = list(call.attr("pads", [0, 0, 0, 0]))
-    if pads[:2] != pads[2:]:
-        raise NotImplementedError("Col2Im with asymmetric pads: F.fold pads symmetrically")
-    return F.fold(
-        x,
-        image,
-        block,
-        dilation=list(call.attr("dilations", [1, 1])),
-        padding=pads[:2],
-        stride=list(call.attr("strides", [1, 1])),
-    )
+    nd = len(image)
+    pads = list(call.attr("pads", [0] * (2 * nd)))
+    dilations = list(call.attr("dilations", [1] * nd))
+    strides = list(call.attr("strides", [1] * nd))
+    if nd == 2 and pads[:2] == pads[2:]:
+        return F.fold(x, image, block, dilation=dilations, padding=pads[:2], stride=strides)
+    counts = [
+        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
+        for i in range(nd)
+    ]
+    offsets = torch.meshgrid(*[torch.arange(k) for k in block], indexing="ij")
+    starts = torch.meshgrid(*[torch.arange(n) for n in counts], indexing="ij")
+    flat = torch.zeros((), dtype=torch.int64)
+    valid = torch.ones((), dtype=torch.bool)
+    for i in range(nd):  # (kernel offsets, blocks) -> image position along axis i
+        pos = (starts[i].reshape(1, -1) * strides[i] + offsets[i].reshape(-1, 1) * dilations[i]
+               - pads[i])  # fmt: skip
+        valid = valid & (pos >= 0) & (pos < image[i])
+        flat = flat * image[i] + pos.clamp(0, image[i] - 1)
+    n = x.shape[0]
+    columns = x.reshape(n, -1, flat.numel())  # (N, C, kernel offsets * blocks)
+    out = torch.zeros((n, columns.shape[1], math.prod(image)), dtype=x.dtype)
+    keep = valid.reshape(-1)
+    out = out.index_add(2, flat.reshape(-1)[keep], columns[:, :, keep])
+    return out.reshape(n, columns.shape[1], *image)
 
 
 @register(_LIB, "CenterCropPad")
