@@ -20,6 +20,7 @@ SETTINGS = ("dtype", "threads", "static", "env")
 #: Modules that register the paddle translators (imported by :func:`make_adapter`).
 OPS_MODULES = (
     "anpred.translate.paddle.ops_activation",
+    "anpred.translate.paddle.ops_attention",
     "anpred.translate.paddle.ops_conv_transpose",
     "anpred.translate.paddle.ops_elementwise",
     "anpred.translate.paddle.ops_lrn",
