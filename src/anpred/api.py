@@ -87,7 +87,7 @@ class Run:
 
 
 #: Keywords of :func:`run` that are not ``anpred run`` flags.
-API_ONLY = ("example_inputs", "progress", "ports", "anchor_map")
+API_ONLY = ("example_inputs", "progress")
 #: ``anpred run`` flags whose keyword states the positive: ``--no-drill`` is ``drill=False``.
 NEGATED = {"no_drill": "drill", "no_isolation": "isolation"}
 
@@ -141,30 +141,6 @@ def _checked(action: argparse.Action, value: Any) -> Any:
     return value
 
 
-def _with_ports(
-    options: Any, ports: Mapping[str, str], anchor_map: Mapping[str, Mapping[str, str]]
-) -> Any:
-    """``options`` with the ports in its ``extra`` (so in the run's settings)."""
-    from dataclasses import replace
-
-    from anpred.interchange.user_module import check_module_source, resolved_source
-    from anpred.ports.spec import EXTRA_PORTS, PortSpec, port_participant
-
-    unknown = sorted(set(anchor_map) - set(ports))
-    if unknown:
-        raise UsageError(f"anchor_map names {unknown[0]!r}, which has no port")
-    specs = []
-    for library, source in ports.items():
-        if not isinstance(source, str):
-            raise UsageError(f"ports[{library!r}] must be 'path/to/file.py:function'")
-        check_module_source(source)
-        pairs = tuple((str(k), str(v)) for k, v in (anchor_map.get(library) or {}).items())
-        spec = PortSpec(library, resolved_source(source), pairs)
-        port_participant(spec)  # a library without a port runner: one line now
-        specs.append(spec.to_dict())
-    return replace(options, extra={**options.extra, EXTRA_PORTS: specs})
-
-
 def run_parser() -> argparse.ArgumentParser:
     """The flags of ``anpred run`` (the same parser the command line uses)."""
     from anpred.cli.commands import add_run_flags
@@ -203,7 +179,14 @@ def _namespace(model: str, given: dict[str, Any]) -> argparse.Namespace:
         given[name] = _strings(given[name], name)
     for name in ("mean", "std"):
         given[name] = _numbers(given[name], name)
-    for name in ("weights", "inputs", "out", "calibration"):
+    if isinstance(given["ports"], Mapping):  # as --ports values
+        given["ports"] = [f"{lib}={src}" for lib, src in given["ports"].items()]
+    given["ports"] = _strings(given["ports"], "ports")
+    if isinstance(given["anchor_map"], Mapping):  # a file on the command line; here the map
+        mapping, given["anchor_map"] = given["anchor_map"], None
+    else:
+        mapping = None
+    for name in ("weights", "inputs", "out", "calibration", "anchor_map"):
         if isinstance(given[name], PathLike):
             given[name] = str(given[name])
     if isinstance(given["parallel"], int) and not isinstance(given["parallel"], bool):
@@ -213,6 +196,8 @@ def _namespace(model: str, given: dict[str, Any]) -> argparse.Namespace:
         given["max_memory"] = str(memory)
     for name, value in given.items():
         setattr(args, name, _checked(actions[name], value))
+    if mapping is not None:
+        args.anchor_map = mapping  # run_options reads a map or a file alike
     return args
 
 
@@ -224,8 +209,6 @@ def run(
     *,
     example_inputs: Any = None,
     progress: Progress | None = _stderr,
-    ports: Mapping[str, str] | None = None,
-    anchor_map: Mapping[str, Mapping[str, str]] | None = None,
     image: str | PathLike[str] | Sequence[str | PathLike[str]] | None = None,
     synthetic: int = 0,
     granularity: str = "stage",
@@ -252,6 +235,8 @@ def run(
     max_memory: int | str | None = None,
     export_timeout: float = 1800.0,
     ray: str | None = None,
+    ports: Mapping[str, str] | Sequence[str] | None = None,
+    anchor_map: Mapping[str, Mapping[str, str]] | str | PathLike[str] | None = None,
     **unknown: Any,
 ) -> Run:
     """Run an anchor-level analysis, as ``anpred run`` does, and return the run.
@@ -278,12 +263,6 @@ def run(
             tensors (``input_range``) or the arrays of ``inputs`` (a ``.npz``).
         progress: Called with each progress line (default: print to stderr; ``None``:
             silent).
-        ports: The user's own ports of the model to other libraries, by library:
-            ``{"paddle": "port.py:build_port"}`` (a function returning the port, its
-            weights transferred); each runs as the participant ``<library>-port`` through
-            its own code (:mod:`anpred.ports`; paddle only, for now).
-        anchor_map: Per port library, ``{port layer path: reference anchor}`` for anchors
-            whose layer is not named like the reference's module.
         image: Image file paths (``--image``).
         synthetic: Seeded synthetic images added to the inputs.
         granularity: Anchor plan: ``"stage"`` or ``"layer"``.
@@ -316,6 +295,13 @@ def run(
         export_timeout: Seconds the model export may take.
         ray: Run the workers as tasks of a Ray cluster (``"local"``, ``"auto"``, an
             address).
+        ports: The user's own ports of the model to other libraries, by library:
+            ``{"paddle": "port.py:build_port"}`` (a function returning the port, its
+            weights transferred; paddle and tensorflow's Keras); each runs as the
+            participant ``<library>-port`` through its own code (:mod:`anpred.ports`).
+        anchor_map: Per port library, ``{port layer: reference anchor}`` for anchors whose
+            layer is neither named like the reference's module nor found by order and
+            shape; or the path of a JSON file holding it.
         **unknown: Refused with the list of known keywords.
 
     Returns:
@@ -351,8 +337,6 @@ def run(
         )
     args = _namespace(str(model), given)
     options = run_options(args)
-    if ports or anchor_map:
-        options = _with_ports(options, ports or {}, anchor_map or {})
     settings = execution_settings(args)
     directory = Path(args.out or Path("runs") / (label or Path(str(model)).stem))
     with _executor(args) as executor:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +173,40 @@ def test_a_transformer_block_port_with_another_layernorm_epsilon_is_flagged_at_t
     assert not runs["clean"].findings
     flagged = [f.anchor for f in runs["eps6"].findings if f.participant == "paddle-port"]
     assert flagged and flagged[0] == "norm1"  # the first anchor after the first LayerNorm
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "anpred", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (("--ports", "paddle"), "--ports takes LIBRARY=path/to/file.py:function"),
+        (("--ports", "paddle=missing.py:build"), "'missing.py' does not exist"),
+        (("--anchor-map", "missing.json"), "--anchor-map 'missing.json' does not exist"),
+    ],
+)
+def test_bad_port_flags_are_one_line(tmp_path: Path, flags: tuple[str, ...], needle: str) -> None:
+    source = f"{ROOT / 'tests' / 'interchange' / 'user_modules.py'}:build_cnn"
+    proc = _cli("run", source, "--libs", "torch", *flags, "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("anpred: error")]
+    assert len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_port_from_the_command_line(reference: tuple[object, Path, Path], tmp_path: Path) -> None:
+    _, port, _ = reference  # the weights of SmallCnn under seed 0, as build_cnn makes it
+    source = f"{ROOT / 'tests' / 'interchange' / 'user_modules.py'}:build_cnn"
+    proc = _cli(
+        "run", source, "--libs", "torch,onnxruntime", "--images", "1", "--no-drill",
+        "--ports", f"paddle={port}:clean", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "paddle-port" in proc.stdout
+    run = anpred.load(tmp_path / "run")
+    record = next(p for p in run.participants if p.participant == "paddle-port")
+    assert record.status is Status.OK and record.settings["weights"]["differ"] == []

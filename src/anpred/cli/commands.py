@@ -184,6 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def run_options(args: argparse.Namespace) -> Any:
     """The :class:`~anpred.pipeline.options.RunOptions` of ``run``/``sweep`` flags."""
     from anpred.pipeline.options import RunOptions
+    from anpred.ports.spec import ports_extra
 
     if args.images is not None and args.images < 1:
         raise UsageError("--images must be at least 1")
@@ -199,6 +200,7 @@ def run_options(args: argparse.Namespace) -> Any:
         synthetic=args.synthetic,
         isolation=not args.no_isolation,
         input_size=getattr(args, "input_size", None),
+        extra=ports_extra(getattr(args, "ports", None), getattr(args, "anchor_map", None)),
         **_own_model_options(args),
     )
 
@@ -507,6 +509,21 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="input side for zoo models (default: the model's own, 640 YOLO / 224 classifiers)",
+    )
+    ports = parser.add_argument_group("your own ports of the model to other libraries")
+    ports.add_argument(
+        "--ports",
+        action="append",
+        metavar="LIBRARY=FILE.py:FUNCTION",
+        help="a hand-written port of the model to LIBRARY (paddle, tensorflow: Keras), "
+        "returned by FUNCTION with its weights transferred; runs as the participant "
+        "LIBRARY-port through its own code (repeatable)",
+    )
+    ports.add_argument(
+        "--anchor-map",
+        metavar="FILE.json",
+        help='{"LIBRARY": {"port layer": "reference anchor"}} for anchors whose layer is '
+        "neither named like the reference's module nor found by order and shape",
     )
     own = parser.add_argument_group("your own ONNX file")
     own.add_argument(

@@ -14,7 +14,7 @@ modules, or those ``anchor_map`` names (port layer path -> reference anchor).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -115,3 +115,61 @@ class PortTransform(Transform):
 
     def model(self, job: ModelJob) -> ModelJob:
         return replace(job, port=self.spec)
+
+
+def ports_extra(
+    ports: Mapping[str, str] | Sequence[str] | None,
+    anchor_map: Mapping[str, Mapping[str, str]] | str | None,
+) -> dict[str, Any]:
+    """The ``RunOptions.extra`` entry of ``--ports`` / ``--anchor-map`` (``{}``: no port).
+
+    Args:
+        ports: ``{library: "path/to/file.py:function"}``, or ``LIBRARY=FILE.py:FUNCTION``
+            strings (``--ports``, repeatable).
+        anchor_map: ``{library: {port layer: reference anchor}}``, or the path of a JSON
+            file holding it (``--anchor-map``).
+
+    Raises:
+        UsageError: A malformed value, a missing file, a library without a port runner, or
+            a map for a library that has no port.
+    """
+    import json
+    from pathlib import Path
+
+    from anpred.interchange.user_module import check_module_source, resolved_source
+
+    if isinstance(ports, str):
+        ports = [ports]
+    if ports is not None and not isinstance(ports, Mapping):
+        pairs = [p.partition("=") for p in ports]
+        if any(not sep or not lib or not src for lib, sep, src in pairs):
+            raise UsageError(f"--ports takes LIBRARY=path/to/file.py:function, got {ports!r}")
+        ports = {lib.strip(): src.strip() for lib, _, src in pairs}
+    if isinstance(anchor_map, str):
+        path = Path(anchor_map)
+        if not path.is_file():
+            raise UsageError(f"--anchor-map {anchor_map!r} does not exist")
+        try:
+            anchor_map = json.loads(path.read_text())
+        except ValueError as err:
+            raise UsageError(f"--anchor-map {anchor_map!r} is not JSON ({err})") from None
+    ports, anchor_map = dict(ports or {}), dict(anchor_map or {})
+    unknown = sorted(set(anchor_map) - set(ports))
+    if unknown:
+        raise UsageError(f"anchor_map names {unknown[0]!r}, which has no port")
+    if not ports:
+        return {}
+    specs = []
+    for library, source in ports.items():
+        if not isinstance(source, str):
+            raise UsageError(f"the port of {library} must be 'path/to/file.py:function'")
+        check_module_source(source)
+        given = anchor_map.get(library) or {}
+        if not isinstance(given, Mapping):
+            raise UsageError(f"anchor_map[{library!r}] must map port layers to anchors")
+        spec = PortSpec(
+            library, resolved_source(source), tuple((str(k), str(v)) for k, v in given.items())
+        )
+        port_participant(spec)  # a library without a port runner: one line now
+        specs.append(spec.to_dict())
+    return {EXTRA_PORTS: specs}
