@@ -86,7 +86,7 @@ def test_a_clean_port_agrees_and_a_changed_activation_is_localized(
     for function in ("clean", "tanh_gelu", "wrong_weight"):
         runs[function] = anpred.run(
             model, example_inputs=torch.zeros(1, 3, 32, 32), libs="torch,onnxruntime", images=1,
-            out=tmp_path / function, progress=None, drill=False,
+            out=tmp_path / function, progress=None, drill=function == "tanh_gelu",
             ports={"paddle": f"{port}:{function}"},
         )  # fmt: skip
     for run in runs.values():
@@ -98,6 +98,7 @@ def test_a_clean_port_agrees_and_a_changed_activation_is_localized(
     flagged = {f.anchor for f in runs["tanh_gelu"].findings if f.participant == "paddle-port"}
     assert "body.1" in flagged and not flagged & {"stem.0", "stem.1", "body.0"}
     assert runs["tanh_gelu"].localization.participants["paddle-port"].top_stage == "body.1"
+    assert runs["tanh_gelu"].summary.drill is None  # a port has no graph to drill into
     # a wrong weight in body.2: flagged from body.2 on
     flagged = {f.anchor for f in runs["wrong_weight"].findings if f.participant == "paddle-port"}
     assert "body.2" in flagged and not flagged & {"stem.0", "stem.1", "body.0", "body.1"}

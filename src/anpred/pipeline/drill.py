@@ -33,6 +33,7 @@ from anpred.participants import (
     parse_participant,
     precision_classes,
 )
+from anpred.ports.spec import is_port
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
@@ -349,6 +350,8 @@ def run_drill(
 
     started = time.perf_counter()
     targets = drill_targets(summary.findings, summary.anchor_keys)
+    # a user's port runs its own code, not a graph: its anchor is already one of its layers
+    targets = {p: per for p, per in targets.items() if not is_port(p)}
     if not targets:
         return None
     order = summary.anchor_keys

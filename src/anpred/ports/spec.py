@@ -86,6 +86,11 @@ def port_participant(spec: PortSpec) -> Participant:
     return Participant(f"{spec.library}{PORT_SUFFIX}", spec.library, "", dict(base.settings))
 
 
+def is_port(participant: str) -> bool:
+    """Whether ``participant`` names a user's port."""
+    return participant.endswith(PORT_SUFFIX)
+
+
 def port_transforms(specs: list[PortSpec]) -> dict[str, list[dict[str, Any]]]:
     """The transform records that hand each port to its participant's worker."""
     return {f"{s.library}{PORT_SUFFIX}": [PortTransform(s).record()] for s in specs}
