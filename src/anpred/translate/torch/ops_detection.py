@@ -1,20 +1,29 @@
 """Detection torch translators: NonMaxSuppression, RoiAlign, DeformConv, on torchvision.
 
-torchvision's operators (``torchvision.ops``) are the kernels torch detection models run;
-torchvision is imported when the torch translators are.
+torchvision's operators (``torchvision.ops``) are the kernels torch detection models run.
+torchvision is imported when a graph uses one of them (it adds about 5 s to torch's import
+here), not when the torch translators are registered.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import torch
-from torchvision import ops
 
 from anpred.translate.registry import NodeCall, register
 
 _LIB = "torch"
 
 Tensor = torch.Tensor
+
+
+def _ops() -> ModuleType:
+    """``torchvision.ops``, imported on first use."""
+    from torchvision import ops
+
+    return ops
 
 
 def _scalar(call: NodeCall, index: int, value: Tensor | None, default: float) -> float:
@@ -61,7 +70,7 @@ def non_max_suppression(
     for b in range(scores.shape[0]):
         for c in range(scores.shape[1]):
             candidates = torch.nonzero(scores[b, c] > floor).reshape(-1)
-            kept = ops.nms(corners[b, candidates], scores[b, c, candidates], iou)
+            kept = _ops().nms(corners[b, candidates], scores[b, c, candidates], iou)
             for box in candidates[kept][:limit].tolist():
                 rows.append([b, c, box])
     return torch.tensor(rows, dtype=torch.int64).reshape(-1, 3)
@@ -75,7 +84,7 @@ def roi_align(call: NodeCall, x: Tensor, rois: Tensor, batch_indices: Tensor) ->
     if call.attr("mode", "avg") != "avg":
         raise NotImplementedError("RoiAlign mode=max: torchvision averages only")
     boxes = torch.cat([batch_indices.reshape(-1, 1).to(rois.dtype), rois], dim=1)
-    return ops.roi_align(
+    return _ops().roi_align(
         x,
         boxes,
         (int(call.attr("output_height", 1)), int(call.attr("output_width", 1))),
@@ -98,7 +107,7 @@ def deform_conv(
     pads = list(call.attr("pads", [0, 0, 0, 0]))
     if pads[:2] != pads[2:]:
         raise NotImplementedError("DeformConv with asymmetric pads")
-    return ops.deform_conv2d(
+    return _ops().deform_conv2d(
         x,
         offset,
         w,
