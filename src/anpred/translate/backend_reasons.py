@@ -54,6 +54,9 @@ KERNEL_LIMITS: dict[tuple[str, str], str] = {
         "XLA compiles static shapes: under jax.jit a shape fed at run time cannot size an "
         "output (in an exported model the shape is static and folded)"
     ),
+    ("paddle", "test_gridsample_bicubic*"): (
+        "paddle.nn.functional.grid_sample has bilinear and nearest modes only (no bicubic)"
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """Ops of transformer and audio graphs with paddle kernels: RMS/Lp normalisation, Hardmax,
-GatherElements, TopK.
+GatherElements, TopK, GridSample, the NLL and softmax cross-entropy losses,
+ScatterElements.
 
 RMSNormalization is composed (``paddle.rsqrt`` of the mean square): paddle's fused
 ``rms_norm`` kernels are GPU-oriented incubate APIs. Float attributes are float32 values.
@@ -62,3 +63,59 @@ def top_k(call: NodeCall, x: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
     axis = int(call.attr("axis", -1)) % x.ndim
     values, indices = paddle.topk(x, count, axis=axis, largest=bool(call.attr("largest", 1)))
     return values, paddle.cast(indices, "int64")
+
+
+#: ONNX GridSample modes (opset 16 and opset 20 names) -> ``F.grid_sample``'s.
+_GRID_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest",
+               "bicubic": "bicubic", "cubic": "bicubic"}  # fmt: skip
+
+
+@register("paddle", "GridSample")
+def grid_sample(call: NodeCall, x: Tensor, grid: Tensor) -> Tensor:
+    """ONNX GridSample: ``F.grid_sample``, linear or nearest (padding zeros, border,
+    reflection); paddle has no bicubic kernel.
+    """
+    mode = _GRID_MODES[call.attr("mode", "bilinear" if call.opset < 20 else "linear")]
+    if mode == "bicubic":
+        raise NotImplementedError("paddle's F.grid_sample has no bicubic mode")
+    return F.grid_sample(
+        x, grid, mode=mode, padding_mode=call.attr("padding_mode", "zeros"),
+        align_corners=bool(call.attr("align_corners", 0)),
+    )  # fmt: skip
+
+
+def _nll(call: NodeCall, log_prob: Tensor, target: Tensor, weight: Tensor | None) -> Tensor:
+    ignore = call.attr("ignore_index")
+    return F.nll_loss(
+        log_prob, paddle.cast(target, "int64"), weight=weight,
+        ignore_index=-100 if ignore is None else int(ignore),
+        reduction=call.attr("reduction", "mean"),
+    )  # fmt: skip
+
+
+@register("paddle", "NegativeLogLikelihoodLoss")
+def nll_loss(call: NodeCall, x: Tensor, target: Tensor, weight: Tensor = None) -> Tensor:
+    """ONNX NegativeLogLikelihoodLoss: ``F.nll_loss``."""
+    return _nll(call, x, target, weight)
+
+
+@register("paddle", "SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(
+    call: NodeCall, scores: Tensor, labels: Tensor, weight: Tensor = None
+) -> tuple[Tensor, Tensor]:
+    """ONNX SoftmaxCrossEntropyLoss: ``F.nll_loss`` of ``F.log_softmax`` over axis 1."""
+    log_prob = F.log_softmax(scores, axis=1)
+    return _nll(call, log_prob, labels, weight), log_prob
+
+
+_SCATTER_REDUCE = {"none": "assign", "add": "add", "mul": "mul", "max": "amax", "min": "amin"}
+
+
+@register("paddle", "ScatterElements")
+def scatter_elements(call: NodeCall, x: Tensor, indices: Tensor, updates: Tensor) -> Tensor:
+    """ONNX ScatterElements: ``paddle.put_along_axis`` (reduction none/add/mul/max/min)."""
+    axis = int(call.attr("axis", 0)) % x.ndim
+    indices = paddle.cast(indices, "int64")
+    indices = paddle.where(indices < 0, indices + x.shape[axis], indices)
+    reduce = _SCATTER_REDUCE[call.attr("reduction", "none")]
+    return paddle.put_along_axis(x, indices, updates, axis, reduce=reduce, broadcast=False)
