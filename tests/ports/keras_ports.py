@@ -36,3 +36,27 @@ def build(weights: str, approximate: bool = False) -> Any:
         model.get_layer(layer).set_weights([kernel, state[f"{source}.bias"]])
     model.get_layer("head").set_weights([state["head.weight"].T, state["head.bias"]])
     return model
+
+
+def build_block(weights: str, epsilon: float = 1e-5) -> Any:
+    """``tests/interchange/user_modules.py:Block`` in Keras, layers named like its modules
+    (so no anchor map is needed); ``epsilon``: LayerNormalization's (Keras' default 1e-3
+    would differ)."""
+    ops = keras.ops
+    state = dict(np.load(weights))
+    inputs = keras.Input((8, 16))
+    h = keras.layers.LayerNormalization(epsilon=epsilon, name="norm1")(inputs)
+    q, k, v = ops.split(keras.layers.Dense(48, name="qkv")(h), 3, axis=-1)
+    scores = ops.softmax(ops.matmul(q, ops.transpose(k, (0, 2, 1))) / 4.0, axis=-1)
+    x = inputs + keras.layers.Dense(16, name="proj")(ops.matmul(scores, v))
+    h = keras.layers.LayerNormalization(epsilon=epsilon, name="norm2")(x)
+    h = keras.layers.Dense(64, name="fc1")(h)
+    h = keras.layers.Activation(lambda t: keras.activations.gelu(t, approximate=False),
+                                name="act")(h)  # fmt: skip
+    outputs = x + keras.layers.Dense(16, name="fc2")(h)
+    model = keras.Model(inputs, outputs)
+    for name in ("norm1", "norm2"):
+        model.get_layer(name).set_weights([state[f"{name}.weight"], state[f"{name}.bias"]])
+    for name in ("qkv", "proj", "fc1", "fc2"):
+        model.get_layer(name).set_weights([state[f"{name}.weight"].T, state[f"{name}.bias"]])
+    return model

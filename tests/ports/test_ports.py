@@ -137,7 +137,7 @@ def test_a_keras_port_runs_channels_last_with_an_anchor_map(
 
 
 @pytest.mark.slow
-def test_a_transformer_block_port_with_another_layernorm_epsilon_is_flagged_at_the_norm(
+def test_transformer_block_ports_with_another_layernorm_epsilon_are_flagged_at_the_norm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import torch
@@ -149,31 +149,31 @@ def test_a_transformer_block_port_with_another_layernorm_epsilon_is_flagged_at_t
     model = Block().eval()
     weights = tmp_path / "block.npz"
     np.savez(weights, **{k: v.numpy() for k, v in model.state_dict().items()})
-    port = tmp_path / "port_block.py"
-    port.write_text(
-        f"import sys\nsys.path.insert(0, {str(HERE)!r})\nfrom paddle_ports import build_block\n"
-        f"def clean():\n    return build_block({str(weights)!r})\n"
-        f"def eps6():\n    return build_block({str(weights)!r}, epsilon=1e-6)\n"
-    )
-    runs = {
-        function: anpred.run(
-            model,
-            example_inputs=torch.randn(1, 8, 16),
-            libs="torch,onnxruntime",
-            images=1,
-            out=tmp_path / function,
-            progress=None,
-            drill=False,
-            ports={"paddle": f"{port}:{function}"},
-        )  # fmt: skip
-        for function in ("clean", "eps6")
-    }
-    assert [a.key for a in runs["clean"].anchors] == [
-        "norm1", "qkv", "proj", "norm2", "fc1", "act", "fc2", "output",
-    ]  # fmt: skip
-    assert not runs["clean"].findings
-    flagged = [f.anchor for f in runs["eps6"].findings if f.participant == "paddle-port"]
-    assert flagged and flagged[0] == "norm1"  # the first anchor after the first LayerNorm
+    ports = {}
+    for library, module in (("paddle", "paddle_ports"), ("tensorflow", "keras_ports")):
+        ports[library] = tmp_path / f"port_block_{library}.py"  # one library per file
+        ports[library].write_text(
+            f"import sys\nsys.path.insert(0, {str(HERE)!r})\nfrom {module} import build_block\n"
+            f"def clean():\n    return build_block({str(weights)!r})\n"
+            f"def eps6():\n    return build_block({str(weights)!r}, epsilon=1e-6)\n"
+        )
+    # one port per run: two ports with the same difference would make half the population
+    for library, path in ports.items():
+        runs = {
+            function: anpred.run(
+                model, example_inputs=torch.randn(1, 8, 16), libs="torch,onnxruntime", images=1,
+                out=tmp_path / f"{library}-{function}", progress=None, drill=False,
+                ports={library: f"{path}:{function}"},
+            )  # fmt: skip
+            for function in ("clean", "eps6")
+        }
+        assert [a.key for a in runs["clean"].anchors] == [
+            "norm1", "qkv", "proj", "norm2", "fc1", "act", "fc2", "output",
+        ]  # fmt: skip
+        assert all(p.status is Status.OK for p in runs["clean"].participants)
+        assert not runs["clean"].findings
+        flagged = [f.anchor for f in runs["eps6"].findings if f.participant == f"{library}-port"]
+        assert flagged and flagged[0] == "norm1", library  # first after the first LayerNorm
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
