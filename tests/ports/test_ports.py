@@ -161,8 +161,13 @@ def test_transformer_block_ports_with_another_layernorm_epsilon_are_flagged_at_t
     for library, path in ports.items():
         runs = {
             function: anpred.run(
-                model, example_inputs=torch.randn(1, 8, 16), libs="torch,onnxruntime", images=1,
-                out=tmp_path / f"{library}-{function}", progress=None, drill=False,
+                model,
+                example_inputs=torch.randn(1, 8, 16),
+                libs="torch,onnxruntime",
+                images=1,
+                out=tmp_path / f"{library}-{function}",
+                progress=None,
+                drill=False,
                 ports={library: f"{path}:{function}"},
             )  # fmt: skip
             for function in ("clean", "eps6")
