@@ -68,16 +68,16 @@ def test_conversion_failure_is_one_line(tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
-    # Unique has no torch translator: the conversion fails with a one-line reason
+    # DFT has no torch translator: the conversion fails with a one-line reason
     graph = helper.make_graph(
-        [helper.make_node("Unique", ["x"], ["y"], name="unique")],
+        [helper.make_node("DFT", ["x"], ["y"], name="dft")],
         "bad",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2])],
     )
     path = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    with pytest.raises(AssertionError, match=r"ConversionError: no torch translation: op Unique"):
+    with pytest.raises(AssertionError, match=r"ConversionError: no torch translation: op DFT"):
         run_hooks(PYTHON, "ncnn", {}, path, np.zeros((1, 1, 4), np.float32), tmp_path / "run")
 
 
