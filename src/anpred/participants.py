@@ -203,9 +203,14 @@ def precision_classes(names: Sequence[str]) -> dict[str, str]:
     return {name: precision_of(name).judged_class for name in names}
 
 
-def ideal_participants(participants: Sequence[Participant]) -> list[Participant]:
+def ideal_participants(
+    participants: Sequence[Participant], present: Sequence[str] = ()
+) -> list[Participant]:
     """The ideal references the reduced-precision classes among ``participants`` need
-    (``torch[ideal-bf16]``...), in the order their classes first appear.
+    (``torch[ideal-bf16]``...), in the order their classes first appear, but those named in
+    ``participants`` or ``present`` (participants a run already has).
     """
     classes = dict.fromkeys(precision_of(p.name).judged_class for p in participants)
-    return [parse_participant(ideal_reference(c)) for c in classes if c != FP32]
+    have = {*present, *(p.name for p in participants)}
+    names = [ideal_reference(c) for c in classes if c != FP32]
+    return [parse_participant(n) for n in names if n not in have]

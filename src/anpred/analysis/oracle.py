@@ -255,7 +255,6 @@ class AnchorEvidence:
             own distance from fp64 is far smaller, the majority shares an error and the
             flagged participant is the accurate one (see ``Verdict.closer_to_fp64``).
         class_floors: ``{reduced class: {metric: its ideal reference vs fp64}}``.
-        class_sizes: ``{reduced class: members}``.
     """
 
     anchor: str
@@ -265,7 +264,6 @@ class AnchorEvidence:
     participants: int
     consensus_vs_fp64: Mapping[str, float] = field(default_factory=dict)
     class_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    class_sizes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def pairwise(self) -> bool:
@@ -381,7 +379,6 @@ def assess(
         fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
         noise_floor = _against(metrics, _transformed(metrics, fp32), _transformed(metrics, fp64))
     class_floors: dict[str, Mapping[str, float]] = {}
-    class_sizes: dict[str, int] = {}
     for judged in dict.fromkeys(c for c in member.values() if c != FP32):
         ideal = ideal_reference(judged)
         if ideal not in arrays:  # no ideal reference: the class is not judged
@@ -390,7 +387,6 @@ def assess(
         group = {**{p: arrays[p] for p in names}, ideal: arrays[ideal]}
         vs_fp64 = measure_anchor(metrics, group, fp64).vs_fp64
         class_floors[judged] = vs_fp64[ideal]
-        class_sizes[judged] = len(names)
         deviations += [
             Deviation(
                 p,
@@ -411,7 +407,6 @@ def assess(
         len(fp32_names),
         consensus_vs_fp64,
         class_floors,
-        class_sizes,
     )
 
 
@@ -487,6 +482,13 @@ def _judge_introduced(
     }
 
 
+def _group(d: Deviation, e: AnchorEvidence) -> tuple[str, bool]:
+    """The population a deviation belongs to: its class, and whether the fp32 class
+    degenerated to a pair on its input.
+    """
+    return d.precision, d.precision == FP32 and e.pairwise
+
+
 def _introduced_by_class(
     evidence: Sequence[AnchorEvidence],
     introduced: Mapping[tuple[str, str], float],
@@ -544,23 +546,21 @@ def judge_anchor(
     names = params.metric_names()
     resolution = resolutions(params.resolution)
     # populations per (class, pairwise mode); only the fp32 class can be pairwise
+    grouped: dict[tuple[str, bool], list[Deviation]] = {}
+    for e in evidence:
+        for d in e.deviations:
+            grouped.setdefault(_group(d, e), []).append(d)
     populations = {
-        group: {
-            n: _population(
-                d.metrics[n]
-                for e in evidence
-                for d in e.deviations
-                if (d.precision, d.precision == FP32 and e.pairwise) == group
-            )
-            for n in names
-        }
-        for group in {(d.precision, d.precision == FP32 and e.pairwise) for e in evidence
-                      for d in e.deviations}
-    }  # fmt: skip
+        group: {n: _population(d.metrics[n] for d in members) for n in names}
+        for group, members in grouped.items()
+    }
     primary = params.primary_metric
     pairwise = any(e.pairwise for e in evidence)
     anchor = evidence[0].anchor if evidence else ""
-    sizes = {c: n for e in evidence for c, n in e.class_sizes.items()}
+    sizes = {  # members of each class (a class's deviations on one input)
+        c: max(sum(d.precision == c for d in e.deviations) for e in evidence)
+        for c in {d.precision for e in evidence for d in e.deviations}
+    }
     isolation: dict[tuple[str, str], MetricJudgement] = {}
     if introduced:
         groups = _introduced_by_class(evidence, introduced, introduced_floor or {})
@@ -573,7 +573,7 @@ def judge_anchor(
     for e in evidence:
         for d in e.deviations:
             fp32 = d.precision == FP32
-            paired = fp32 and e.pairwise
+            paired = _group(d, e)[1]
             floors = e.noise_floor if fp32 else e.class_floors[d.precision]
             stage = isolation.get((d.participant, e.input_id))
             judged = {

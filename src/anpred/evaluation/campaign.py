@@ -254,8 +254,7 @@ def run_configurations(
     options["libs"] = [*options["libs"], *configurations]
     participants = parse_participants(list(configurations))
     # the ideal references of the configurations' precision classes (library/precision.py)
-    named = {p.name for p in participants} | set(RunStore.open(base).read_participants())
-    participants += [p for p in ideal_participants(participants) if p.name not in named]
+    participants += ideal_participants(participants, list(RunStore.open(base).read_participants()))
     return derive_run(
         base, out, model, participants, None, options, threads, parallel, reanalyse, say, executor
     )

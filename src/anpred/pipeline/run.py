@@ -714,8 +714,7 @@ def run(
         participants.insert(0, parse_participant(REFERENCE32))
     participants += [port_participant(s) for s in port_specs(options.extra)]  # users' ports
     # the ideal references of the reduced-precision classes judged (library/precision.py)
-    named = {p.name for p in participants}
-    participants += [p for p in ideal_participants(participants) if p.name not in named]
+    participants += ideal_participants(participants)
     if is_module_source(options.model):
         check_module_source(options.model)
         if options.weights is not None:

@@ -61,7 +61,6 @@ def _evidence_record(e: AnchorEvidence) -> dict[str, Any]:
     }
     if e.class_floors:
         record["class_floors"] = _plain({c: dict(f) for c, f in e.class_floors.items()})
-        record["class_sizes"] = dict(e.class_sizes)
     return record
 
 
@@ -86,7 +85,6 @@ def _evidence(anchor: str, record: Mapping[str, Any]) -> AnchorEvidence:
         record["participants"],
         record["consensus_vs_fp64"],
         record.get("class_floors", {}),
-        record.get("class_sizes", {}),
     )
 
 
