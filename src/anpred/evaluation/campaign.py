@@ -10,8 +10,7 @@ a Ray task when the campaign runs on Ray (:func:`analyse_run`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import onnx
 from anpred import fork_server
 from anpred.errors import AnpredError
 from anpred.evaluation.grid import EvalGrid, fp32_configurations, sample_nodes
+from anpred.evaluation.results import ModelResult, ResultsFolder, fault_key, model_settings
 from anpred.evaluation.scoring import fault_outcome, fault_row
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
@@ -49,16 +49,7 @@ from anpred.progress import Remaining, Say
 from anpred.store import EvalStore, RunStore, safe_name
 from anpred.store.summary import Summary
 
-
-@dataclass
-class ModelResult:
-    """A model's clean summary, one row per injected fault, and its configuration study."""
-
-    model: str
-    clean: Summary
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    configurations: Summary | None = None
-    sweep: dict[str, Any] | None = None
+__all__ = ["ModelResult", "evaluate"]
 
 
 def analyse_run(
@@ -168,9 +159,11 @@ def run_fault(
     reanalyse: bool = False,
     executor: Executor | None = None,
     parallel: int = 1,
+    skipped: Callable[[str], None] | None = None,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row
-    (``parallel``: processes of its analysis, beside the faulty worker and after it).
+    (``parallel``: processes of its analysis, beside the faulty worker and after it;
+    ``None``, said and given to ``skipped``, when the fault matches no node of its stage).
     """
     base_store = RunStore.open(base)
     export = AnchoredExport.from_dict(base_store.read_export())
@@ -180,6 +173,8 @@ def run_fault(
             plan_fault(spec, export)
         except AnpredError as err:
             say(f"  skip {faulty.name}: {err}")
+            if skipped is not None:
+                skipped(str(err))
             return None
     options = base_store.read_settings()
     options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
@@ -196,6 +191,14 @@ def run_fault(
         executor=executor,
     )
     return fault_row(summary, clean, model, library, faulty.name, spec)
+
+
+def fault_name(lib: str, spec: FaultSpec) -> str:
+    """The run directory name of one fault run."""
+    return safe_name(
+        f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}"
+        + (f"-{spec.node}" if spec.node else "")
+    )
 
 
 def fault_list(
@@ -271,22 +274,24 @@ def run_faults(
     parallel: int,
     reanalyse: bool = False,
     executor: Executor | None = None,
+    kept: ResultsFolder | None = None,
+    skip: Callable[[str, FaultSpec], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Every fault run of one model (``(library, fault)`` pairs); their rows, in order.
 
     Locally they run one by one; with a distributed ``executor``, up to ``parallel`` at once.
+    Each row (or skip) is recorded in ``kept`` as its run ends; the faults ``skip`` names
+    (recorded earlier) are not run (numbered among all the same).
     """
 
     def one(index: int, lib: str, spec: FaultSpec) -> dict[str, Any] | None:
-        name = safe_name(
-            f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}"
-            + (f"-{spec.node}" if spec.node else "")
-        )
+        name = fault_name(lib, spec)
         say(
             f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
             f"op={spec.op} severity={spec.severity}"
         )
         start = time.monotonic()
+        reasons: list[str] = []
         row = run_fault(
             base,
             folders.fault_run(model, name),
@@ -299,7 +304,10 @@ def run_faults(
             reanalyse,
             executor,
             parallel if local else 1,  # distributed: the fault runs share the slots
+            reasons.append,
         )
+        if kept is not None and (row is not None or reasons):
+            kept.add(model, fault_key(lib, spec), row, reasons[0] if reasons else "")
         remaining.step()
         if row is not None:
             seconds = time.monotonic() - start
@@ -309,7 +317,11 @@ def run_faults(
         return row
 
     local = executor is None or isinstance(executor, LocalExecutor)
-    todo = [(i, lib, spec) for i, (lib, spec) in enumerate(faults, 1) if lib != REFERENCE32]
+    todo = [
+        (i, lib, spec)
+        for i, (lib, spec) in enumerate(faults, 1)
+        if lib != REFERENCE32 and (skip is None or not skip(lib, spec))
+    ]
     remaining = Remaining(len(todo))
     if local:
         rows = [one(*item) for item in todo]
@@ -369,9 +381,16 @@ def evaluate(
     reanalyse: bool = False,
     executor: Executor | None = None,
     keep_captures: str = KEEP_NEEDED,
+    results: Path | None = None,
 ) -> list[ModelResult]:
     """Run the whole grid (resumable: finished runs are reused, and judged again from
-    their captures with ``reanalyse``; the clean runs are always judged again).
+    their captures with ``reanalyse``; the clean runs are judged again when anything of
+    the model runs).
+
+    ``results`` (default ``out``): the compact results folder
+    (:mod:`anpred.evaluation.results`), updated as each run ends; a fault whose row or skip
+    is recorded there is not run again, even when ``out`` is gone (with ``reanalyse``, a
+    fault whose run directory is still in ``out`` is judged again).
 
     ``keep_captures``: ``needed`` prunes each model's fault, configuration, calibration and
     sweep runs once the model is done (:mod:`anpred.pipeline.prune`); the clean run keeps
@@ -381,36 +400,123 @@ def evaluate(
     once (each one worker job, then its analysis, both Ray tasks the cluster schedules);
     locally they run one by one.
     """
-    results = []
+    done = []
     folders = EvalStore(out)
+    kept = ResultsFolder(results if results is not None else out)
     for model in grid.models:
-        say(f"== {model}: clean run")
-        base = folders.clean_run(model)
-        clean = run(
-            RunOptions(
-                model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
-            ),
-            base,
-            say=say,
-            threads=threads,
-            parallel=parallel,
-            executor=executor,
-            keep_captures=KEEP_ALL,
-        ).summary
-        if grid.calibration:
-            clean = calibrate_clean_run(
-                grid, model, folders, base, say, threads, parallel, executor
-            )
-        anchors = clean.anchor_keys
-        stages = anchors[:-1] if grid.stages == "all" else list(grid.stages)
-        result = ModelResult(model, clean)
-        faults = fault_list(grid, model, base, stages)
-        result.rows.extend(
-            run_faults(
-                base, folders, model, faults, clean, say, threads, parallel, reanalyse, executor
-            )
+        kept.start_model(
+            model,
+            model_settings(model, grid.libs, grid.images, grid.granularity, grid.calibration),
+            say,
         )
-        if grid.configurations:
+        result = _read_back(grid, model, folders, kept, reanalyse, say)
+        if result is None:
+            result = _run_model(
+                grid, model, folders, kept, say, threads, parallel, reanalyse, executor,
+                keep_captures,
+            )  # fmt: skip
+        done.append(result)
+        kept.write_tables(grid.models)
+    return done
+
+
+def _stages(grid: EvalGrid, clean: Summary) -> list[str]:
+    return clean.anchor_keys[:-1] if grid.stages == "all" else list(grid.stages)
+
+
+def _read_back(
+    grid: EvalGrid,
+    model: str,
+    folders: EvalStore,
+    kept: ResultsFolder,
+    reanalyse: bool,
+    say: Say,
+) -> ModelResult | None:
+    """The model's results from the results folder alone, when everything the grid asks of
+    it is recorded there (``None``: something must run).
+    """
+    prior = kept.model_result(model)
+    if prior is None or reanalyse:
+        return None
+    if any(axis.nodes for axis in grid.faults):
+        if not RunStore(folders.clean_run(model)).has_summary():
+            return None  # the drawn nodes are those of the clean run's graph
+        faults = fault_list(grid, model, folders.clean_run(model), _stages(grid, prior.clean))
+    else:
+        faults = fault_list(grid, model, Path(), _stages(grid, prior.clean))
+    keys = [fault_key(lib, spec) for lib, spec in faults if lib != REFERENCE32]
+    if not all(kept.done(model, k) for k in keys):
+        return None
+    if (grid.configurations and prior.configurations is None) or (
+        grid.sizes and (prior.sweep is None or list(grid.sizes) != prior.sweep.get("sizes"))
+    ):
+        return None
+    rows = kept.order(model, keys)
+    say(f"== {model}: everything read back from {kept.root} ({len(rows)} fault runs, "
+        f"{kept.skip_count(model)} faults not applicable, the clean run"
+        + (", the configuration study" if grid.configurations else "")
+        + (", the size sweep" if grid.sizes else "") + "): nothing to run")  # fmt: skip
+    return ModelResult(model, prior.clean, [r for k in keys if (r := kept.row(model, k))],
+                       prior.configurations, prior.sweep)  # fmt: skip
+
+
+def _run_model(
+    grid: EvalGrid,
+    model: str,
+    folders: EvalStore,
+    kept: ResultsFolder,
+    say: Say,
+    threads: int,
+    parallel: int,
+    reanalyse: bool,
+    executor: Executor | None,
+    keep_captures: str,
+) -> ModelResult:
+    """Run what the results folder lacks of one model, recording each run as it ends."""
+    say(f"== {model}: clean run")
+    base = folders.clean_run(model)
+    clean = run(
+        RunOptions(
+            model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
+        ),
+        base,
+        say=say,
+        threads=threads,
+        parallel=parallel,
+        executor=executor,
+        keep_captures=KEEP_ALL,
+    ).summary
+    if grid.calibration:
+        clean = calibrate_clean_run(grid, model, folders, base, say, threads, parallel, executor)
+    kept.write_summary(model, "clean", clean)
+    result = ModelResult(model, clean)
+    faults = [(lib, spec) for lib, spec in fault_list(grid, model, base, _stages(grid, clean))
+              if lib != REFERENCE32]  # fmt: skip
+    keys = [fault_key(lib, spec) for lib, spec in faults]
+
+    def recorded(lib: str, spec: FaultSpec) -> bool:
+        return kept.done(model, fault_key(lib, spec)) and not (
+            reanalyse and RunStore(folders.fault_run(model, fault_name(lib, spec))).has_summary()
+        )
+
+    todo = [(lib, spec) for lib, spec in faults if not recorded(lib, spec)]
+    if len(todo) < len(faults):
+        say(f"== {model}: {len(faults) - len(todo)} of {len(faults)} fault runs already in "
+            f"{kept.root} ({len(faults) - len(todo) - kept.skip_count(model)} rows, "
+            f"{kept.skip_count(model)} not applicable): not run again; "
+            f"{len(todo)} to run")  # fmt: skip
+    run_faults(
+        base, folders, model, faults, clean, say, threads, parallel, reanalyse, executor, kept,
+        recorded,
+    )  # fmt: skip
+    result.rows = [r for k in keys if (r := kept.row(model, k))]
+    kept.order(model, keys)
+    prior = kept.model_result(model)
+    if grid.configurations:
+        if prior is not None and prior.configurations is not None and not reanalyse:
+            say(f"== {model}: configuration study read back from {kept.root}")
+            result.configurations = prior.configurations
+        else:
             say(f"== {model}: configurations {','.join(grid.configurations)}")
             result.configurations = run_configurations(
                 base,
@@ -423,7 +529,12 @@ def evaluate(
                 say,
                 executor,
             )
-        if grid.sizes:
+            kept.write_summary(model, "configurations", result.configurations)
+    if grid.sizes:
+        if prior is not None and prior.sweep and prior.sweep.get("sizes") == list(grid.sizes):
+            say(f"== {model}: size sweep read back from {kept.root}")
+            result.sweep = prior.sweep
+        else:
             from anpred.pipeline.sweep import sweep
 
             say(f"== {model}: input sizes {','.join(map(str, grid.sizes))}")
@@ -439,7 +550,7 @@ def evaluate(
                 executor=executor,
                 keep_captures=keep_captures,
             )
-        if keep_captures == KEEP_NEEDED:
-            prune_runs([*folders.derived_runs(model), folders.calibration_run(model)], say)
-        results.append(result)
-    return results
+            kept.write_sweep(model, result.sweep)
+    if keep_captures == KEEP_NEEDED:
+        prune_runs([*folders.derived_runs(model), folders.calibration_run(model)], say)
+    return result

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anpred.evaluation.campaign import ModelResult
+from anpred.evaluation.results import ModelResult
 from anpred.evaluation.scoring import fault_label
 from anpred.participants import REFERENCE32
 

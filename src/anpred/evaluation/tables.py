@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anpred.evaluation.campaign import ModelResult
 from anpred.evaluation.curves import half_detection_table, severity_curves, severity_plot
+from anpred.evaluation.results import ModelResult
 from anpred.evaluation.scoring import fault_label
 from anpred.library.precision import ideal_class
 from anpred.participants import REFERENCE32
@@ -425,8 +425,9 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
     store = EvalStore(out)
     rows = [r for res in results for r in res.rows]
     if rows:
+        columns = list(dict.fromkeys(k for r in rows for k in r))
         with open(store.faults_csv_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
     plot = detection_plot(rows, store.plot_path("detection"))

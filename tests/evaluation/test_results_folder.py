@@ -1,0 +1,108 @@
+"""The compact results folder: a campaign resumes from it alone (issue 39)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "pipeline"))
+from tiny_model import tiny_cnn  # noqa: E402
+
+from anpred.evaluation.results import ResultsFolder, _typed, fault_key, row_key  # noqa: E402
+from anpred.inject.spec import FaultSpec  # noqa: E402
+
+#: Two stages x (bf16, an approx_act that matches no node of r1 or s2... r1 is a Relu);
+#: torch and onnxruntime only, one image, no calibration: the cheapest campaign with a
+#: skipped fault.
+GRID = {
+    "libs": "torch,onnxruntime",
+    "faulty": ["onnxruntime"],
+    "stages": ["r1", "s2"],
+    "images": 1,
+    "calibration": 0,
+    "faults": [
+        {"kind": "bf16", "op": "*", "severities": [1]},
+        {"kind": "eps", "op": "*", "severities": [100]},
+    ],
+}
+
+
+def anpred(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "anpred", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+
+
+def test_a_campaign_resumes_from_its_results_folder_alone(tmp_path) -> None:
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({**GRID, "models": [str(model)]}))
+    out, results = tmp_path / "runs", tmp_path / "results"
+    first = anpred("eval", "--config", str(grid), "--out", str(out), "--results", str(results))
+    assert first.returncode == 0, first.stderr[-3000:]
+    # the tables and records are in the results folder, not in the run store
+    assert not (out / "faults.csv").exists() and (results / "eval.md").is_file()
+    rows = list(csv.DictReader(open(results / "faults.csv")))
+    assert [(r["stage"], r["kind"]) for r in rows] == [("r1", "bf16"), ("s2", "bf16")]
+    skipped = list(csv.DictReader(open(results / "skipped.csv")))
+    assert [(r["stage"], r["kind"]) for r in skipped] == [("r1", "eps"), ("s2", "eps")]
+    assert all("normaliz" in r["reason"] or "match" in r["reason"] for r in skipped), skipped
+    assert (results / "records" / "tiny" / "clean.json.gz").is_file()
+    size = sum(p.stat().st_size for p in results.rglob("*") if p.is_file())
+    assert size < 2_000_000, size  # compact: tables, rows and two summaries
+    before = (results / "faults.csv").read_bytes(), (results / "eval.md").read_text()
+
+    shutil.rmtree(out)  # the machine is gone; the results folder was committed
+    again = anpred("eval", "--config", str(grid), "--out", str(out), "--results", str(results))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "everything read back from" in again.stderr
+    assert "(2 fault runs, 2 faults not applicable, the clean run): nothing to run" in (
+        again.stderr
+    )
+    assert "started" not in again.stderr and "clean run" not in again.stderr.replace(
+        "the clean run)", ""
+    )
+    assert not out.exists() or not any(out.rglob("summary.json"))  # nothing ran
+    assert (results / "faults.csv").read_bytes() == before[0]
+    assert (results / "eval.md").read_text() == before[1]
+
+    # one more severity: only its two fault runs run (the clean run again, its store gone)
+    grid.write_text(json.dumps({**GRID, "models": [str(model)], "faults": [
+        *GRID["faults"], {"kind": "mantissa", "op": "*", "severities": [10]}]}))  # fmt: skip
+    more = anpred("eval", "--config", str(grid), "--out", str(out), "--results", str(results))
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "4 of 6 fault runs already in" in more.stderr
+    assert "(2 rows, 2 not applicable): not run again; 2 to run" in more.stderr
+    assert [line.split(":")[0].strip() for line in more.stderr.splitlines()
+            if "baselines flag it" in line] == ["fault 5/6", "fault 6/6"]  # fmt: skip
+    rows = list(csv.DictReader(open(results / "faults.csv")))
+    assert [(r["stage"], r["kind"]) for r in rows] == [
+        ("r1", "bf16"), ("s2", "bf16"), ("r1", "mantissa"), ("s2", "mantissa")]  # fmt: skip
+
+
+def test_rows_read_back_with_their_types(tmp_path) -> None:
+    spec = FaultSpec.from_dict({"stage": "s2", "op": "*", "kind": "mantissa", "severity": 10})
+    row = {"model": "m", "library": "onnxruntime", "participant": "p", "stage": "s2",
+           "stage_index": 2, "kind": "mantissa", "op": "*", "severity": 10, "node": "",
+           "partial": "", "anpred_detected": True, "anpred_flagged_at_stage": False,
+           "emergence_at_stage": 0.5, "isolation_top1": True, "isolation_top3": True,
+           "library_blamed": False, "other_flagged": ["jax"],
+           "output_rel_l2_vs_fp64": None, "stage_rel_l2_vs_fp64": 1.25e-07,
+           "baseline:cradle_dmad": False}  # fmt: skip
+    folder = ResultsFolder(tmp_path)
+    folder.add("m", fault_key("onnxruntime", spec), row)
+    again = ResultsFolder(tmp_path)
+    assert again.row("m", fault_key("onnxruntime", spec)) == row
+    assert row_key(row) == fault_key("onnxruntime", spec)
+    # severities compare as numbers whatever their spelling
+    assert _typed({"severity": "0.25"})["severity"] == 0.25
+    assert row_key({**row, "severity": "10.0"}) == row_key(row)
