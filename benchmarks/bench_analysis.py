@@ -1,5 +1,12 @@
 """Throughput of the analysis core on one core: MB of aligned anchor data analysed per second.
 
+The **verdict path** is what every (anchor, input) costs by default: the oracle's phase 1 and
+2 with the primary metric alone (the corroborating metrics are computed only where the
+oracle has a candidate, ``OracleParams.metrics_scope``); printed as ``verdict path: N MB/s
+per CPU s``. Beside it: every metric everywhere (``anpred run --metrics all``), and what the
+corroborating metrics add at a candidate (anchor, input), measured on the same captures
+with a fault in one participant (every cell then a candidate).
+
 Synthetic captures with yolov8n-like anchor shapes (640x640 input) for six participants:
 the fp32 reference and five participants whose captures differ from it by fp32-sized
 noise, plus the fp64 reference. "Aligned anchor data" counts the participants' aligned
@@ -33,6 +40,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from anpred.analysis import (  # noqa: E402
+    OracleParams,
     align,
     assess,
     baselines,
@@ -61,49 +69,66 @@ ANCHOR_SHAPES = {
 PARTICIPANTS = ("torch", "onnxruntime", "openvino", "tensorflow", "jax", "paddle")
 
 
-def synthetic_captures(shape: tuple[int, ...], seed: int):
-    """fp64 reference and six float32-valued captures within ~1e-7 relative of it."""
+FAULT = 1e-4
+"""Relative error of the faulty participant (``paddle``) of :func:`synthetic_captures` with
+``faulty=True``: ~1000 times the others' noise, so every (anchor, input) is a candidate."""
+
+
+def synthetic_captures(shape: tuple[int, ...], seed: int, faulty: bool = False):
+    """fp64 reference and six float32-valued captures within ~1e-7 relative of it (the last
+    one :data:`FAULT` off when ``faulty``).
+    """
     rng = np.random.default_rng(seed)
     fp64 = rng.standard_normal(shape) * rng.uniform(0.5, 2.0)
     captures = {}
     for k, participant in enumerate(PARTICIPANTS):
         noise = 0.0 if k == 0 else 1e-7 * rng.standard_normal(shape)
+        if faulty and k == len(PARTICIPANTS) - 1:
+            noise = noise + FAULT * rng.choice([-1.0, 1.0], size=shape)
         captures[participant] = (fp64 * (1 + noise)).astype(np.float32).astype(np.float64)
     return captures, fp64
 
 
 def time_assess(
-    inputs: int, narrow: bool = True
+    inputs: int,
+    narrow: bool = True,
+    params: OracleParams | None = None,
+    faulty: bool = False,
+    per_metric: bool = True,
 ) -> tuple[float, float, float, float, dict[str, float]]:
     """Phase 1 and 2 over every anchor: (MB, wall s of assess, of judge, CPU s, per metric).
 
     ``narrow``: the captures reach ``assess`` as float32 arrays, as a run's analysis passes
     them when the compiled loops are used (else as float64 copies). MB counts 8 bytes per
-    element either way.
+    element either way. ``params``: the oracle's (default: the verdict path); ``faulty``:
+    one participant off by :data:`FAULT`; ``per_metric``: also time each metric alone on
+    one pair (not counted in the CPU seconds).
     """
     analysed_bytes = 0
     assess_seconds = judge_seconds = cpu_seconds = 0.0
-    per_metric = dict.fromkeys(metric_names(), 0.0)
+    metric_seconds = dict.fromkeys(metric_names(), 0.0)
     for anchor, shape in ANCHOR_SHAPES.items():
         evidence = []
         for i in range(inputs):
-            captures, fp64 = synthetic_captures(shape, seed=i)
+            captures, fp64 = synthetic_captures(shape, seed=i, faulty=faulty)
             given = {p: x.astype(np.float32) for p, x in captures.items()} if narrow else captures
             start, cpu_start = time.perf_counter(), time.process_time()
-            evidence.append(assess(anchor, str(i), given, given["torch"], fp64))
+            evidence.append(assess(anchor, str(i), given, given["torch"], fp64, params=params))
             assess_seconds += time.perf_counter() - start
             cpu_seconds += time.process_time() - cpu_start
             analysed_bytes += sum(x.nbytes for x in captures.values())
-            if i == 0:  # where the time goes: each metric alone on one participant pair
-                for name in per_metric:
+            if i == 0 and per_metric:  # where the time goes: each metric alone on one pair
+                for name in metric_seconds:
                     start = time.perf_counter()
                     get_metric(name)(captures["onnxruntime"], fp64)
-                    per_metric[name] += time.perf_counter() - start
+                    metric_seconds[name] += time.perf_counter() - start
         start, cpu_start = time.perf_counter(), time.process_time()
-        judge_anchor(evidence)
+        verdicts = judge_anchor(evidence, params)
         judge_seconds += time.perf_counter() - start
         cpu_seconds += time.process_time() - cpu_start
-    return analysed_bytes / 1e6, assess_seconds, judge_seconds, cpu_seconds, per_metric
+        if any(v.finding for v in verdicts) != faulty:  # the benchmark measures what it says
+            raise AssertionError(f"{anchor}: findings {faulty=} expected")
+    return analysed_bytes / 1e6, assess_seconds, judge_seconds, cpu_seconds, metric_seconds
 
 
 def time_phases() -> dict[str, float]:
@@ -261,32 +286,50 @@ def main() -> None:
     )
     args = parser.parse_args()
     onepass.warm()  # numba's import and cached loops: a process's one-off cost, not timed
+    everywhere = OracleParams(metrics_scope=oracle.METRICS_ALL)
     megabytes, assess_seconds, judge_seconds, cpu_seconds, per_metric = time_assess(args.inputs)
     total = assess_seconds + judge_seconds
     print(
         f"anchors: {len(ANCHOR_SHAPES)}  participants: {len(PARTICIPANTS)}  inputs: {args.inputs}"
     )
     print(f"aligned anchor data analysed: {megabytes:.0f} MB (float64)")
+    print("verdict path (the primary metric at every cell; no candidate in these captures):")
     print(
-        f"phase 1 (assess): {assess_seconds:.2f} s   phase 2 (judge): {judge_seconds * 1e3:.1f} ms"
+        f"  phase 1 (assess): {assess_seconds:.2f} s   phase 2 (judge): "
+        f"{judge_seconds * 1e3:.1f} ms   {megabytes / total:.1f} MB/s wall clock on one core"
     )
-    print(f"throughput: {megabytes / total:.1f} MB/s wall clock on one core")
-    print(f"            {megabytes / cpu_seconds:.1f} MB/s per CPU second (robust to machine load)")
-    *_, wide_cpu, _ = time_assess(args.inputs, narrow=False)
+    print(f"verdict path: {megabytes / cpu_seconds:.0f} MB/s per CPU s")
+    # interleaved: every metric everywhere, a fault in every cell, the verdict path again
+    *_, all_cpu, _ = time_assess(args.inputs, params=everywhere, per_metric=False)
+    *_, candidate_cpu, _ = time_assess(args.inputs, faulty=True, per_metric=False)
+    *_, again_cpu, _ = time_assess(args.inputs, per_metric=False)
+    verdict_cpu = (cpu_seconds + again_cpu) / 2
+    cells = len(ANCHOR_SHAPES) * args.inputs
+    print(
+        f"every metric everywhere (--metrics all): {megabytes / all_cpu:.0f} MB/s per CPU s "
+        f"({all_cpu / verdict_cpu:.2f}x the verdict path's CPU)"
+    )
+    print(
+        f"corroborating metrics on candidates only: a candidate cell costs "
+        f"{candidate_cpu / verdict_cpu:.2f}x a clean one "
+        f"(+{(candidate_cpu - verdict_cpu) / args.inputs * 1e3:.0f} ms per input when every "
+        f"anchor has a candidate; {megabytes / candidate_cpu:.0f} MB/s per CPU s there; "
+        f"{cells} cells of each kind)"
+    )
+    *_, wide_cpu, _ = time_assess(args.inputs, narrow=False, per_metric=False)
     print(
         f"the same captures as float64 copies: {megabytes / wide_cpu:.1f} MB/s per CPU second "
-        f"({wide_cpu / cpu_seconds:.2f}x the CPU of the float32 arrays the analysis passes)"
+        f"({wide_cpu / verdict_cpu:.2f}x the CPU of the float32 arrays the analysis passes)"
     )
     if args.generic:
         oracle.measure_anchor = onepass.measure_generic  # the per-metric path
         try:
-            _, generic_wall, _, generic_cpu, _ = time_assess(args.inputs)
+            *_, generic_cpu, _ = time_assess(args.inputs, params=everywhere)
         finally:
             oracle.measure_anchor = onepass.measure_anchor
         print(
-            f"generic per-metric path: {megabytes / generic_cpu:.1f} MB/s per CPU second; "
-            f"one pass is {generic_cpu / cpu_seconds:.2f}x faster (CPU), "
-            f"{generic_wall / assess_seconds:.2f}x (wall, phase 1)"
+            f"generic per-metric path, every metric: {megabytes / generic_cpu:.1f} MB/s per CPU "
+            f"second; one pass is {generic_cpu / all_cpu:.2f}x faster (CPU)"
         )
     paths = time_paths()
     if paths is None:
@@ -294,15 +337,16 @@ def main() -> None:
     else:
         compiled, numpy_path = paths["compiled"], paths["numpy"]
         print(
-            f"one-pass kernel, all anchors, one input: compiled {compiled * 1e3:.0f} ms, "
+            f"one-pass kernel, every metric, all anchors, one input: compiled "
+            f"{compiled * 1e3:.0f} ms, "
             f"NumPy path {numpy_path * 1e3:.0f} ms ({numpy_path / compiled:.2f}x, CPU, interleaved)"
         )
     steps = time_compiled_steps()
     if steps is not None:
-        print("one-pass kernel, compiled path, all anchors, one input (CPU ms):")
+        print("one-pass kernel, every metric, compiled path, all anchors, one input (CPU ms):")
         for step, seconds in steps.items():
             print(f"  {step:40s} {seconds * 1e3:7.1f}")
-    print("one-pass kernel, NumPy path, all anchors, one input (CPU ms):")
+    print("one-pass kernel, every metric, NumPy path, all anchors, one input (CPU ms):")
     for step, seconds in time_phases().items():
         print(f"  {step:40s} {seconds * 1e3:7.1f}")
     print("generic path: one metric on one pair, all anchors, one input:")

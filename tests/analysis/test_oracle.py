@@ -246,6 +246,10 @@ def test_verdicts_carry_their_statistics(five_participant_run):
         stats["population_median"] + 3.5 * stats["scale"]
     )
     assert stats["noise_threshold"] == pytest.approx(NOISE_FACTOR * stats["noise_floor"])
+    # a clean run has no candidate: the corroborating metrics are computed nowhere ...
+    assert verdict.secondary == {}
+    # ... unless asked for everywhere
+    verdict = _judge_run(five_participant_run, params=OracleParams(metrics_scope="all"))[0]
     assert set(verdict.secondary) == {
         "max_abs",
         "max_ulp",
@@ -256,12 +260,14 @@ def test_verdicts_carry_their_statistics(five_participant_run):
 
 
 def test_params_choose_the_primary_metric_and_the_metric_set(five_participant_run):
-    params = OracleParams(primary_metric="wasserstein", metrics=("cosine",))
+    params = OracleParams(primary_metric="wasserstein", metrics=("cosine",), metrics_scope="all")
     verdict = _judge_run(five_participant_run, params=params)[0]
     assert verdict.primary.metric == "wasserstein"
     assert set(verdict.secondary) == {"cosine"}
     with pytest.raises(KeyError, match="no metric"):
         OracleParams(metrics=("nope",)).metric_names()
+    with pytest.raises(UsageError, match="metrics scope must be one of candidates, all"):
+        OracleParams(metrics_scope="some")
 
 
 def test_usage_errors():
@@ -301,7 +307,8 @@ def test_distributional_consensus_is_the_median_of_the_participants_descriptors(
     rng = np.random.default_rng(4)
     fp64 = rng.standard_normal((1, 2, 500))
     captures = {p: rng.standard_normal((1, 2, 500)) for p in ("torch", "b", "c")}
-    evidence = assess("a", "0", captures, captures["torch"], fp64)
+    params = OracleParams(metrics_scope="all")  # no candidate here: the floor is as large
+    evidence = assess("a", "0", captures, captures["torch"], fp64, params=params)
     sorted_values = {p: np.sort(x.ravel()) for p, x in captures.items()}
     consensus = np.median(np.stack(list(sorted_values.values())), axis=0)
     iqr = np.quantile(consensus, 0.75) - np.quantile(consensus, 0.25)
@@ -326,7 +333,7 @@ def test_a_shared_majority_error_is_visible_through_the_fp64_distances():
     assert verdicts["torch"].statistics()["consensus_vs_fp64"] == pytest.approx(1e-3, rel=1e-2)
 
 
-def _evidence_at(run, anchor: str) -> list:
+def _evidence_at(run, anchor: str, params: OracleParams | None = None) -> list:
     return [
         assess(
             anchor,
@@ -334,6 +341,7 @@ def _evidence_at(run, anchor: str) -> list:
             dict(run.at(input_id, anchor)),
             run.at(input_id, anchor)[REFERENCE],
             run.fp64[input_id][anchor],
+            params=params,
         )
         for input_id in run.captures
     ]
@@ -372,7 +380,8 @@ def test_introduced_error_is_judged_with_relative_l2_resolution(five_participant
     primary (resolution 1 ULP) they are still judged against rel_l2's 2**-24."""
     run = five_participant_run
     anchor = run.anchors[-1]
-    evidence = _evidence_at(run, anchor)
+    params = OracleParams(primary_metric="max_ulp")
+    evidence = _evidence_at(run, anchor, params)
     participants = [d.participant for d in evidence[0].deviations]
     introduced = {
         (p, i): 1e-6 * (1 + 0.2 * k) for k, p in enumerate(participants) for i in run.captures
@@ -381,7 +390,6 @@ def test_introduced_error_is_judged_with_relative_l2_resolution(five_participant
     for i in run.captures:
         introduced[(faulty, i)] = 50e-6
     floor = dict.fromkeys(run.captures, 0.0)  # a zero floor falls back to the resolution
-    params = OracleParams(primary_metric="max_ulp")
     verdicts = judge_anchor(evidence, params, introduced=introduced, introduced_floor=floor)
     for v in verdicts:
         assert v.primary.metric == "max_ulp"

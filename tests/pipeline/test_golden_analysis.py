@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
+from anpred.analysis.oracle import OracleParams
 from anpred.pipeline.analyse import analyse
 from anpred.store.summary import SCHEMA_VERSION
 
@@ -44,12 +46,22 @@ def _assert_same(got: Any, expected: Any, where: str = "") -> None:
         assert got == expected, (where, got, expected)
 
 
-def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> None:
+#: The metrics that corroborate (issue 41): computed where the oracle has a candidate by
+#: default, everywhere with ``metrics_scope="all"``; the rest of a row decides.
+CORROBORATING = ("max_abs", "max_ulp", "cosine", "wasserstein", "channel_moments")
+
+
+@pytest.mark.parametrize("scope", ["all", "candidates"])
+def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path, scope: str) -> None:
+    """Every number with every metric computed everywhere; by default (corroborating
+    metrics where the oracle has a candidate) the same summary, verdicts and primary
+    numbers, and each corroborating value either the same or not computed (empty).
+    """
     run_dir = tmp_path / "run"
     shutil.copytree(GOLDEN, run_dir)
     (run_dir / "summary.json").unlink()
     (run_dir / "deviations.parquet").unlink()
-    summary = analyse(run_dir).to_dict()
+    summary = analyse(run_dir, params=OracleParams(metrics_scope=scope)).to_dict()
     assert summary.pop("schema_version") == SCHEMA_VERSION  # the one key the typed summary adds
     # issue 14 adds the noise rule; a run recorded without a calibration keeps the fixed one
     assert summary["oracle"].pop("threshold_rule") == "fixed"
@@ -72,4 +84,16 @@ def test_reanalysing_the_golden_run_gives_the_same_summary(tmp_path: Path) -> No
         floor = row.pop("introduced_floor")
         assert floor is None or floor > 0
     expected_rows = pq.read_table(GOLDEN / "deviations.parquet").to_pylist()
+    if scope == "candidates":
+        columns = [c for m in CORROBORATING for c in (m, f"{m}_vs_fp64")]
+        assert len(got_rows) == len(expected_rows)
+        computed = 0
+        for got, expected in zip(got_rows, expected_rows, strict=True):
+            if got["finding"]:  # a finding's cell is a candidate's
+                assert all(got[c] is not None for c in columns)
+            computed += got["max_abs"] is not None
+            for c in columns:
+                if got[c] is None:
+                    expected[c] = None  # not computed: empty, never a number
+        assert 0 < computed < len(got_rows)
     _assert_same(got_rows, expected_rows)

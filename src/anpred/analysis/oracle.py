@@ -64,6 +64,18 @@ errors are judged per class the same way (the ideal reference's own introduced e
 the class's floor). A class whose ideal reference has no capture is not judged (the run
 says so).
 
+**Where the other metrics are computed.** Only the primary metric decides, so only its
+numbers (against the consensus and the fp64 reference, the noise floor, the consensus
+against fp64) are computed at every (anchor, input): the *verdict path*. The other metrics
+corroborate; they are computed, with the values they have when computed everywhere, for
+every participant of a precision class at an (anchor, input) where one member is a
+**candidate**: its primary deviation above its noise threshold, non-finite values, or an
+introduced error above its own (the test of :func:`noise_candidates`; every finding is a
+candidate). Elsewhere they are absent from the records (``Deviation.metrics`` holds the
+primary alone, ``deviations.parquet`` has an empty cell), and their populations are those
+of the cells where they were computed. ``OracleParams.metrics_scope = "all"`` (``anpred
+run --metrics all``) computes them everywhere, as before; it changes no verdict.
+
 **Two participants.** With two participants the consensus is their midpoint and both
 deviate from it equally, so no population can single one out: the method degenerates to a
 pairwise comparison. The verdict then says so (``pairwise=True``); the pair is
@@ -74,7 +86,7 @@ participant farther from the fp64 reference.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +102,7 @@ from anpred.analysis.metrics import (
     metric_names,
     resolutions,
 )
-from anpred.analysis.onepass import measure_anchor
+from anpred.analysis.onepass import AnchorMetrics, measure_anchor
 from anpred.analysis.verdict import (
     CLASS_FLOOR_CRITERIA,
     PAIRWISE_CRITERIA,
@@ -146,6 +158,16 @@ legitimate implementations out with a margin of about 2, while a stage computed 
 coarser format or accumulator (fp16 where bf16 is declared, bf16 accumulation over
 hundreds of terms) is several times worse."""
 
+METRICS_CANDIDATES = "candidates"
+"""``OracleParams.metrics_scope``: the primary metric everywhere, the others where the oracle
+has a candidate (see the module docstring). The default: the exact Wasserstein sorts were
+half of the kernel's time and decide nothing (``docs/benchmarks.md``, "The analysis")."""
+
+METRICS_ALL = "all"
+"""``OracleParams.metrics_scope``: every metric at every (anchor, input)."""
+
+METRICS_SCOPES = (METRICS_CANDIDATES, METRICS_ALL)
+
 INTRODUCED_METRIC = "rel_l2"
 """What introduced errors are: stage isolation computes them with
 :func:`~anpred.analysis.metrics.relative_l2`, whatever the primary metric, so they are
@@ -170,6 +192,12 @@ class OracleParams:
             and every anchor when it is ``None``, uses ``noise_factor``.
         class_factor: :data:`CLASS_FACTOR` (reduced-precision classes without a
             calibrated factor).
+        metrics_scope: Where the metrics other than the primary are computed:
+            :data:`METRICS_CANDIDATES` (where the oracle has a candidate) or
+            :data:`METRICS_ALL` (everywhere).
+
+    Raises:
+        UsageError: An unknown ``metrics_scope``.
     """
 
     outlier_k: float = OUTLIER_K
@@ -180,6 +208,14 @@ class OracleParams:
     resolution: Mapping[str, float] = field(default_factory=dict)
     calibration: Calibration | None = None
     class_factor: float = CLASS_FACTOR
+    metrics_scope: str = METRICS_CANDIDATES
+
+    def __post_init__(self) -> None:
+        if self.metrics_scope not in METRICS_SCOPES:
+            raise UsageError(
+                f"metrics scope must be one of {', '.join(METRICS_SCOPES)}, "
+                f"not {self.metrics_scope!r}"
+            )
 
     @property
     def threshold_rule(self) -> str:
@@ -319,6 +355,7 @@ def assess(
     *,
     params: OracleParams | None = None,
     classes: Mapping[str, str] | None = None,
+    introduced: Mapping[str, float] | None = None,
 ) -> AnchorEvidence:
     """Phase 1: deviations of every participant at one anchor for one input.
 
@@ -331,8 +368,11 @@ def assess(
         fp32_reference: The reference model's fp32 capture (usually the same array as
             one of ``captures``; then its distances are not computed twice).
         fp64_reference: The reference model's fp64 capture.
-        params: Oracle parameters (which metrics to compute).
+        params: Oracle parameters (which metrics to compute, and where).
         classes: ``{participant: precision class}``; a participant not in it is fp32.
+        introduced: Stage isolation's ``{participant: introduced error}`` at this anchor
+            and input (the references' included), when it ran: an introduced error above
+            its noise threshold makes a candidate too (see the module docstring).
 
     Returns:
         The deviation records, the noise floor and the reduced classes' floors.
@@ -355,12 +395,29 @@ def assess(
     arrays = {
         p: _as_float(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
+    non_finite = {p: _new_non_finite(arrays[p], fp64) for p in member}
+    cell = _Cell(params, anchor, metrics, fp64, non_finite, introduced or {})
     deviations: list[Deviation] = []
     noise_floor: Mapping[str, float] | None = None
     consensus_vs_fp64: Mapping[str, float] = {}
+
+    def floor_of(chosen: list[Metric]) -> dict[str, float]:
+        """The fp32 reference against fp64 when it is not among the fp32 participants."""
+        fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
+        return _against(chosen, _transformed(chosen, fp32), _transformed(chosen, fp64))
+
     if len(fp32_names) >= 2:
-        # all metrics in one blocked pass
-        measured = measure_anchor(metrics, {p: arrays[p] for p in fp32_names}, fp64)
+        group = {p: arrays[p] for p in fp32_names}
+        own_floor = reference_name in fp32_names
+
+        def fp32_candidate(first: AnchorMetrics) -> bool:
+            floor = first.vs_fp64[reference_name] if own_floor else floor_of(cell.verdict)
+            return cell.candidate(
+                FP32, {p: first.vs_consensus[p] for p in fp32_names}, floor, reference_name
+            )
+
+        # the primary metric, and the others where a member is a candidate: one blocked pass
+        measured = cell.measure(group, fp32_candidate)
         deviations += [
             Deviation(
                 p,
@@ -368,16 +425,17 @@ def assess(
                 input_id,
                 measured.vs_consensus[p],
                 measured.vs_fp64[p],
-                _new_non_finite(arrays[p], fp64),
+                non_finite[p],
             )
             for p in fp32_names
         ]
         consensus_vs_fp64 = measured.consensus_vs_fp64
-        if reference_name in fp32_names:
+        if own_floor:
             noise_floor = measured.vs_fp64[reference_name]
-    if noise_floor is None:
-        fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
-        noise_floor = _against(metrics, _transformed(metrics, fp32), _transformed(metrics, fp64))
+        else:  # the floor's metrics are the measured ones
+            noise_floor = floor_of([get_metric(n) for n in consensus_vs_fp64])
+    if noise_floor is None:  # no fp32 population: the floor as the scope computes metrics
+        noise_floor = floor_of(cell.metrics if cell.everywhere else cell.verdict)
     class_floors: dict[str, Mapping[str, float]] = {}
     for judged in dict.fromkeys(c for c in member.values() if c != FP32):
         ideal = ideal_reference(judged)
@@ -385,18 +443,17 @@ def assess(
             continue
         names = [p for p, c in member.items() if c == judged]
         group = {**{p: arrays[p] for p in names}, ideal: arrays[ideal]}
-        vs_fp64 = measure_anchor(metrics, group, fp64).vs_fp64
+
+        def class_candidate(
+            first: AnchorMetrics, judged: str = judged, names: list[str] = names, ideal: str = ideal
+        ) -> bool:
+            distances = {p: first.vs_fp64[p] for p in names}
+            return cell.candidate(judged, distances, first.vs_fp64[ideal], ideal)
+
+        vs_fp64 = cell.measure(group, class_candidate).vs_fp64
         class_floors[judged] = vs_fp64[ideal]
         deviations += [
-            Deviation(
-                p,
-                anchor,
-                input_id,
-                vs_fp64[p],
-                vs_fp64[p],
-                _new_non_finite(arrays[p], fp64),
-                judged,
-            )
+            Deviation(p, anchor, input_id, vs_fp64[p], vs_fp64[p], non_finite[p], judged)
             for p in names
         ]
     return AnchorEvidence(
@@ -408,6 +465,70 @@ def assess(
         consensus_vs_fp64,
         class_floors,
     )
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One (anchor, input) of :func:`assess`: which metrics to compute for a group of
+    participants there, and whether one of them is a candidate.
+    """
+
+    params: OracleParams
+    anchor: str
+    metrics: list[Metric]
+    fp64: np.ndarray
+    non_finite: Mapping[str, int]
+    introduced: Mapping[str, float]
+
+    @property
+    def everywhere(self) -> bool:
+        """Whether every metric is computed at every cell."""
+        return self.params.metrics_scope == METRICS_ALL or len(self.metrics) == 1
+
+    @property
+    def verdict(self) -> list[Metric]:
+        """The verdict path's metrics: the primary alone."""
+        return [get_metric(self.params.primary_metric)]
+
+    def measure(
+        self, group: Mapping[str, np.ndarray], candidate: Callable[[AnchorMetrics], bool]
+    ) -> AnchorMetrics:
+        """The group's verdict path, then every metric when ``candidate`` says so of it
+        (at once when every metric is computed everywhere): the numbers of one pass
+        with every metric either way (the primary's do not depend on the others).
+        """
+        if self.everywhere:
+            return measure_anchor(self.metrics, group, self.fp64)
+        first = measure_anchor(self.verdict, group, self.fp64)
+        return measure_anchor(self.metrics, group, self.fp64) if candidate(first) else first
+
+    def candidate(
+        self,
+        judged: str,
+        deviations: Mapping[str, Mapping[str, float]],
+        floor: Mapping[str, float],
+        reference: str | None,
+    ) -> bool:
+        """Whether a member of class ``judged`` may be a finding here (the per-input test of
+        :func:`noise_candidates`): ``deviations`` are the members' primary numbers, ``floor``
+        the class's noise floor, ``reference`` the participant whose introduced error is
+        the floor of the introduced errors.
+        """
+        params, primary = self.params, self.params.primary_metric
+        factor = params.factor_of(judged, self.anchor)
+        introduced_floor = self.introduced.get(reference or "", math.nan)
+        introduced_factor = params.factor_of(judged, self.anchor, introduced=True)
+        for p, values in deviations.items():
+            if self.non_finite.get(p) or _above_noise(
+                params, primary, values[primary], floor[primary], factor
+            ):
+                return True
+            stage = self.introduced.get(p, math.nan)
+            if not math.isnan(stage) and _above_noise(
+                params, INTRODUCED_METRIC, stage, introduced_floor, introduced_factor
+            ):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -425,6 +546,10 @@ def _population(values: Iterable[float]) -> _Population:
     with np.errstate(invalid="ignore"):  # inf − inf where the median itself is inf
         spread = np.where(v == median, 0.0, np.abs(v - median))
     return _Population(median, float(np.median(spread)))
+
+
+_NOBODY = _Population(math.nan, math.nan)
+"""The population of a test that needs none (the noise test alone)."""
 
 
 def _judge_metric(
@@ -456,6 +581,16 @@ def _judge_metric(
         outlier=bool(value > outlier_threshold),
         above_noise=bool(value > noise_threshold),
     )
+
+
+def _above_noise(
+    params: OracleParams, name: str, value: float, floor: float, factor: float
+) -> bool:
+    """Whether ``value`` of metric ``name`` exceeds ``factor`` times ``floor`` (the noise test
+    of :func:`_judge_metric`, which needs no population).
+    """
+    resolution = resolutions(params.resolution).get(name, 0.0)
+    return _judge_metric(name, value, _NOBODY, floor, resolution, params, factor).above_noise
 
 
 def _judge_introduced(
@@ -550,8 +685,8 @@ def judge_anchor(
     for e in evidence:
         for d in e.deviations:
             grouped.setdefault(_group(d, e), []).append(d)
-    populations = {
-        group: {n: _population(d.metrics[n] for d in members) for n in names}
+    populations = {  # a metric a cell did not compute is absent there (module docstring)
+        group: {n: _population(d.metrics.get(n, math.nan) for d in members) for n in names}
         for group, members in grouped.items()
     }
     primary = params.primary_metric
@@ -581,12 +716,13 @@ def judge_anchor(
                     n,
                     d.metrics[n],
                     populations[(d.precision, paired)][n],
-                    floors[n],
+                    floors.get(n, math.nan),
                     resolution.get(n, 0.0),
                     params,
                     params.factor_of(d.precision, e.anchor) if n == primary or not fp32 else None,
                 )
                 for n in names
+                if n in d.metrics
             }
             # a reduced class of fewer than three members is judged by its floor alone
             small = not fp32 and sizes.get(d.precision, 0) < 3
@@ -648,40 +784,24 @@ def noise_candidates(
     """
     params = params or OracleParams()
     primary = params.primary_metric
-    resolution = resolutions(params.resolution)
-    nobody = _population(())
     found: set[tuple[str, str]] = set()
     evidence = list(evidence)
     groups = _introduced_by_class(evidence, introduced or {}, introduced_floor or {})
     for e in evidence:
         for d in e.deviations:
-            fp32 = d.precision == FP32
-            judged = _judge_metric(
-                primary,
-                d.metrics[primary],
-                nobody,
-                (e.noise_floor if fp32 else e.class_floors[d.precision])[primary],
-                resolution.get(primary, 0.0),
-                params,
-                params.factor_of(d.precision, e.anchor),
-            )
-            if judged.above_noise or d.non_finite:
+            floor = e.noise_floor if d.precision == FP32 else e.class_floors[d.precision]
+            factor = params.factor_of(d.precision, e.anchor)
+            if d.non_finite or _above_noise(
+                params, primary, d.metrics[primary], floor[primary], factor
+            ):
                 found.add((d.participant, e.input_id))
         anchor = e.anchor
         for judged_class, (values, floor) in groups.items():
+            factor = params.factor_of(judged_class, anchor, introduced=True)
             for (p, i), value in values.items():
                 if i != e.input_id or math.isnan(value):
                     continue
-                judged = _judge_metric(
-                    INTRODUCED_METRIC,
-                    value,
-                    nobody,
-                    floor.get(i, math.nan),
-                    resolution[INTRODUCED_METRIC],
-                    params,
-                    params.factor_of(judged_class, anchor, introduced=True),
-                )
-                if judged.above_noise:
+                if _above_noise(params, INTRODUCED_METRIC, value, floor.get(i, math.nan), factor):
                     found.add((p, i))
     return found
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from anpred.analysis.calibration import Calibration, calibrate_rows
 from anpred.analysis.metrics import resolutions
-from anpred.analysis.oracle import OracleParams
+from anpred.analysis.oracle import METRICS_ALL, OracleParams
 from anpred.errors import UsageError
 from anpred.participants import REFERENCE32, Participant
 from anpred.store import RunStore
@@ -77,8 +77,11 @@ def attach(calibration: Calibration, run_dir: Path) -> None:
 def with_stored_calibration(store: RunStore, params: OracleParams) -> OracleParams:
     """``params`` with the run directory's calibration, if it has one and none is given.
 
-    A calibration of another primary metric does not apply (the fixed rule judges).
+    A calibration of another primary metric does not apply (the fixed rule judges). A run
+    recorded with ``--metrics all`` computes every metric everywhere (``metrics_scope``).
     """
+    if store.read_settings().get("extra", {}).get("metrics") == METRICS_ALL:
+        params = replace(params, metrics_scope=METRICS_ALL)
     if params.calibration is not None:
         return params
     record = store.read_calibration()

@@ -151,6 +151,7 @@ def collect(
                         }
                     )
                     continue
+                stages = {p: result.introduced.get((p, input_id), {}) for p in aligned}
                 result.evidence[anchor].append(
                     assess(
                         anchor,
@@ -160,6 +161,7 @@ def collect(
                         fp64,
                         params=params,
                         classes=classes,
+                        introduced={p: s[anchor] for p, s in stages.items() if anchor in s},
                     )
                 )
                 if anchor == anchors[-1]:
