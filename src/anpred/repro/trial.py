@@ -1,0 +1,237 @@
+"""One round of a reduction: a batch of cases run by the fp64 reference and the population.
+
+A trial is a small run of its own, like the drill-down (:mod:`anpred.pipeline.drill`): the
+batch graph (:func:`~anpred.repro.subgraph.batch_graph`) and its packed inputs are written
+into a nested run store, the fp64 reference runs it first, then every participant of the
+drill-down's population, with stage isolation against the reference; each participant's
+transforms go with it (an injected fault is rewritten onto every copy of its nodes), so a
+case is judged exactly as the drill-down judged the stage. The oracle then judges each
+case's target operator as the drill-down judges operators.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from anpred.execution.transform import TRANSFORMS_KEY
+from anpred.interchange.export import AnchoredExport
+from anpred.participants import REFERENCE64, Participant, parse_participant
+from anpred.progress import Say, quiet
+from anpred.repro.subgraph import BATCH_INPUT, Batch
+from anpred.store import RunStore
+
+if TYPE_CHECKING:
+    from anpred.analysis.oracle import OracleParams
+    from anpred.analysis.verdict import Verdict
+    from anpred.execution.executor import Executor
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """How trials run (one typed record instead of threaded arguments).
+
+    Attributes:
+        population: The participants judged together (the drill-down's population).
+        transforms: Participant → its transform records in the run (faults).
+        params: Oracle parameters (the run's calibration, if any).
+        threads: Threads per worker.
+        parallel: Workers at the same time.
+        timeout: Seconds per worker (``None``: the pool's default).
+        executor: Where workers run (``None``: local processes).
+        say: Progress printer.
+    """
+
+    population: tuple[Participant, ...]
+    transforms: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    params: OracleParams | None = None
+    threads: int = 1
+    parallel: int = 2
+    timeout: float | None = None
+    executor: Executor | None = None
+    say: Say = quiet
+
+
+@dataclass
+class TrialResult:
+    """What one trial gave.
+
+    Attributes:
+        root: The trial's run store folder.
+        verdicts: ``{(participant, anchor key, input): verdict}`` of every case target.
+        failed: Participant → why its job gave nothing.
+        input_ids: The inputs judged.
+    """
+
+    root: Path
+    verdicts: dict[tuple[str, str, str], Verdict]
+    failed: dict[str, str]
+    input_ids: list[str]
+
+    def capture(self, participant: str, input_id: str, key: str) -> np.ndarray | None:
+        """A participant's capture of anchor ``key`` on one input (``None``: missing)."""
+        store = RunStore(self.root).participant(participant)
+        if not store.capture_done(input_id):
+            return None
+        values = store.load_capture(input_id)
+        return values.get(key)
+
+
+def participants_of(run_store: RunStore, names: Sequence[str]) -> list[Participant]:
+    """The participants ``names`` as the run's jobs ran them (settings included)."""
+    found = []
+    for name in names:
+        folder = run_store.participant(name)
+        try:
+            record = folder.read_job()["participant"]
+            found.append(
+                Participant(
+                    record["name"],
+                    record["library"],
+                    record.get("config", ""),
+                    dict(record.get("settings") or {}),
+                )
+            )
+        except (OSError, KeyError, ValueError):
+            found.append(parse_participant(name))
+    return found
+
+
+def recorded_transforms(run_store: RunStore, names: Sequence[str]) -> dict[str, list[dict]]:
+    """Each participant's transform records, as its worker in the run recorded them."""
+    planned = {}
+    for name in names:
+        folder = run_store.participant(name)
+        status = folder.read_status() if folder.has_status() else {}
+        records = [dict(r) for r in status.get(TRANSFORMS_KEY) or []]
+        if records:
+            planned[name] = records
+    return planned
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def _batch_transforms(
+    batch: Batch, settings: TrialSettings, store: RunStore, export: AnchoredExport
+) -> dict[str, list[dict[str, Any]]]:
+    """The participants' transforms made to fit the batch graph: a fault hits every copy
+    of its nodes (none in the batch: no transform); other records go unchanged.
+    """
+    from anpred.inject.onnx_rewrite import rewrite_model
+    from anpred.inject.plan import PlannedFault
+    from anpred.inject.transforms import FAULT_KEY, FaultNodeHooks, FaultyGraphs, emulates_casts
+
+    planned: dict[str, list[dict[str, Any]]] = {}
+    for p in settings.population:
+        records = []
+        for record in settings.transforms.get(p.name, []):
+            if FAULT_KEY not in record:
+                records.append(dict(record))
+                continue
+            fault = PlannedFault.from_record(record[FAULT_KEY])
+            nodes = tuple(
+                name for i in range(len(batch.cases)) for name in batch.node_names(i, fault.nodes)
+            )
+            if not nodes:
+                continue
+            moved = replace(fault, nodes=nodes)
+            if record.get("kind") == FaultyGraphs.kind:
+                folder = store.participant(p.name).folder / "model"
+                emulate = emulates_casts(p.library)
+                rewritten = replace(export, folder=folder)
+                for model, path in (
+                    (batch.anchored, rewritten.anchored_path),
+                    (batch.plain, rewritten.plain_path),
+                ):
+                    _save(rewrite_model(model, fault.spec, nodes, emulate, p.library), path)
+                records.append(FaultyGraphs(moved, folder).record())
+            else:
+                records.append(FaultNodeHooks(moved).record())
+        if records:
+            planned[p.name] = records
+    return planned
+
+
+def run_trial(
+    root: Path,
+    batch: Batch,
+    packed: Mapping[str, np.ndarray],
+    settings: TrialSettings,
+    participants: Sequence[Participant] | None = None,
+    judge: bool = True,
+) -> TrialResult:
+    """Run ``batch`` on the packed inputs and judge every case's target.
+
+    Args:
+        root: An empty (or absent) folder for the trial's run store; emptied first.
+        batch: The cases.
+        packed: Input id → packed input (:meth:`Batch.pack`).
+        settings: Population, transforms, oracle parameters, workers.
+        participants: Who runs besides the fp64 reference (default: the population).
+        judge: Whether to judge with the oracle (a bisection only reads captures).
+    """
+    from anpred.analysis.oracle import OracleParams
+    from anpred.backends.base import ModelJob
+    from anpred.pipeline.calibrate import operator_params
+
+    # the drill-down's own judgement of operator anchors (one input at a time)
+    from anpred.pipeline.drill import _verdicts as drill_verdicts
+    from anpred.pipeline.run import resume_workers
+
+    if root.exists():
+        shutil.rmtree(root)
+    store = RunStore(root)
+    root.mkdir(parents=True)
+    opset = max((o.version for o in batch.anchored.opset_import if o.domain in ("", "ai.onnx")),
+                default=13)  # fmt: skip
+    export = AnchoredExport(root / "model", BATCH_INPUT, (batch.packed_size,), opset,
+                            tuple(batch.anchors))  # fmt: skip
+    _save(batch.anchored, export.anchored_path)
+    _save(batch.plain, export.plain_path)
+    store.write_export(export.to_dict())
+    store.write_inputs(dict(packed), {})
+    input_ids = list(packed)
+    population = list(participants if participants is not None else settings.population)
+    job: dict[str, Any] = {"model": ModelJob(export).to_dict(), "inputs": str(store.inputs_path)}
+    transforms = _batch_transforms(batch, replace(settings, population=tuple(population)),
+                                   store, export)  # fmt: skip
+    if transforms:
+        job[TRANSFORMS_KEY] = transforms
+    results = {}
+    reference = parse_participant(REFERENCE64)
+    for group, source in (([reference], None), (population, store.participant(REFERENCE64))):
+        results.update(
+            resume_workers(
+                root,
+                group,
+                job,
+                input_ids,
+                lambda _m: None,
+                settings.threads,
+                settings.parallel,
+                None if source is None else source.folder,
+                settings.timeout,
+                None,
+                settings.executor,
+            )
+        )
+    failed = {
+        n: f"{r.status} at {r.step}: {r.message}"[:300] for n, r in results.items() if r.failed
+    }
+    verdicts: dict[tuple[str, str, str], Verdict] = {}
+    names = [p.name for p in population if p.name not in failed]
+    if judge and REFERENCE64 not in failed:
+        keys = [a.key for a in batch.anchors if a.key != "output"]
+        params = settings.params or OracleParams(metrics=())
+        params = operator_params(params, {a.key: a.group for a in batch.anchors})
+        verdicts = drill_verdicts(root, names, keys, input_ids, params)
+    return TrialResult(root, verdicts, failed, input_ids)
