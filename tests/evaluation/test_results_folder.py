@@ -57,6 +57,25 @@ def test_a_campaign_resumes_from_its_results_folder_alone(tmp_path) -> None:
     assert [(r["stage"], r["kind"]) for r in skipped] == [("r1", "eps"), ("s2", "eps")]
     assert all("normaliz" in r["reason"] or "match" in r["reason"] for r in skipped), skipped
     assert (results / "records" / "tiny" / "clean.json.gz").is_file()
+    # the three findings as data: each library's introduced error shared over its stages
+    stages = list(csv.DictReader(open(results / "stages.csv")))
+    libraries = {r["library"] for r in stages}
+    assert libraries == {"torch", "onnxruntime"}
+    for lib in libraries:
+        mine = [r for r in stages if r["library"] == lib]
+        assert [r["stage"] for r in mine] == ["r1", "s2", "output"]
+        assert abs(sum(float(r["share"]) for r in mine) - 1) < 1e-9
+    steps = list(csv.DictReader(open(results / "propagation.csv")))
+    assert [(r["source"], r["target"]) for r in steps if r["library"] == "torch"] == [
+        ("r1", "s2"),
+        ("s2", "output"),
+    ]
+    assert all(r["direction"] in ("-1", "0", "1") for r in steps)
+    findings = (results / "findings.md").read_text()
+    assert "| tiny | onnxruntime | 3 |" in findings  # concentration: 3 stages
+    assert (results / "plots" / "propagation.png").stat().st_size > 1000
+    clean = {r["library"]: r for r in csv.DictReader(open(results / "clean.csv"))}
+    assert clean["onnxruntime"]["anpred_findings"] == "0" and clean["onnxruntime"]["cells"] == "3"
     size = sum(p.stat().st_size for p in results.rglob("*") if p.is_file())
     assert size < 2_000_000, size  # compact: tables, rows and two summaries
     before = (results / "faults.csv").read_bytes(), (results / "eval.md").read_text()

@@ -65,7 +65,7 @@ def analyse_run(
     from anpred.execution.ray_executor import RayExecutor  # imports no Ray by itself
 
     if isinstance(executor, RayExecutor):
-        return executor.analyse(run_dir)
+        return executor.analyse(run_dir, analyse)
     return analyse(run_dir, processes=processes, early=early)
 
 
@@ -420,6 +420,13 @@ def evaluate(
     return done
 
 
+def _sweeps(grid: EvalGrid, model: str) -> bool:
+    """Whether the grid sweeps ``model``'s input size (a zoo model; an ONNX file's is fixed)."""
+    from anpred.zoo.registry import model_names
+
+    return bool(grid.sizes) and model in model_names()
+
+
 def _stages(grid: EvalGrid, clean: Summary) -> list[str]:
     return clean.anchor_keys[:-1] if grid.stages == "all" else list(grid.stages)
 
@@ -448,14 +455,15 @@ def _read_back(
     if not all(kept.done(model, k) for k in keys):
         return None
     if (grid.configurations and prior.configurations is None) or (
-        grid.sizes and (prior.sweep is None or list(grid.sizes) != prior.sweep.get("sizes"))
+        _sweeps(grid, model)
+        and (prior.sweep is None or list(grid.sizes) != prior.sweep.get("sizes"))
     ):
         return None
     rows = kept.order(model, keys)
     say(f"== {model}: everything read back from {kept.root} ({len(rows)} fault runs, "
         f"{kept.skip_count(model)} faults not applicable, the clean run"
         + (", the configuration study" if grid.configurations else "")
-        + (", the size sweep" if grid.sizes else "") + "): nothing to run")  # fmt: skip
+        + (", the size sweep" if _sweeps(grid, model) else "") + "): nothing to run")  # fmt: skip
     return ModelResult(model, prior.clean, [r for k in keys if (r := kept.row(model, k))],
                        prior.configurations, prior.sweep)  # fmt: skip
 
@@ -530,7 +538,9 @@ def _run_model(
                 executor,
             )
             kept.write_summary(model, "configurations", result.configurations)
-    if grid.sizes:
+    if grid.sizes and not _sweeps(grid, model):
+        say(f"== {model}: no size sweep (an ONNX file has a fixed input size)")
+    elif grid.sizes:
         if prior is not None and prior.sweep and prior.sweep.get("sizes") == list(grid.sizes):
             say(f"== {model}: size sweep read back from {kept.root}")
             result.sweep = prior.sweep

@@ -149,7 +149,12 @@ def _check_models(models: tuple[str, ...]) -> None:
     for model in models:
         if model.endswith(".onnx"):
             if not Path(model).is_file():
-                raise UsageError(f"grid model {model!r}: no such ONNX file")
+                hint = (
+                    " (scripts/fetch-trained-models.sh fetches models/)"
+                    if model.startswith("models/")
+                    else ""
+                )
+                raise UsageError(f"grid model {model!r}: no such ONNX file{hint}")
         elif model not in known:
             raise UsageError(f"grid model {model!r} is not in the zoo ({', '.join(known)})")
 

@@ -50,8 +50,13 @@ SWEEP_RECORD = "sweep.json"
 TABLES_EVERY = 600.0
 
 #: The columns of a fault row that hold booleans, floats and lists (CSV keeps strings).
-_BOOL = ("anpred_detected", "anpred_flagged_at_stage", "isolation_top1", "isolation_top3",
-         "library_blamed")  # fmt: skip
+_BOOL = (
+    "anpred_detected",
+    "anpred_flagged_at_stage",
+    "isolation_top1",
+    "isolation_top3",
+    "library_blamed",
+)
 _FLOAT = ("emergence_at_stage", "output_rel_l2_vs_fp64", "stage_rel_l2_vs_fp64")
 _KEY = ("library", "stage", "kind", "op", "severity", "node", "partial")
 
@@ -73,8 +78,15 @@ def _severity(value: Any) -> str:
 
 def fault_key(library: str, spec: FaultSpec) -> tuple[str, ...]:
     """The identity of one fault run of a model: its library and fault."""
-    return (library, spec.stage, spec.kind, spec.op, _severity(spec.severity), spec.node or "",
-            spec.partial or "")  # fmt: skip
+    return (
+        library,
+        spec.stage,
+        spec.kind,
+        spec.op,
+        _severity(spec.severity),
+        spec.node or "",
+        spec.partial or "",
+    )
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, ...]:
@@ -108,8 +120,9 @@ def _typed(row: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def model_settings(model: str, libs: str, images: int, granularity: str, calibration: int
-                   ) -> dict[str, Any]:  # fmt: skip
+def model_settings(
+    model: str, libs: str, images: int, granularity: str, calibration: int
+) -> dict[str, Any]:
     """What a model's rows depend on besides the fault: reused only when these match."""
     settings: dict[str, Any] = {
         "model": model,
@@ -190,9 +203,11 @@ class ResultsFolder:
         known = self.settings(model)
         if known is not None and known != settings:
             changed = sorted(k for k in {*known, *settings} if known.get(k) != settings.get(k))
-            say(f"== {model}: the results in {self.root} were made with other settings "
+            say(
+                f"== {model}: the results in {self.root} were made with other settings "
                 f"({', '.join(changed)}): its {len(self.rows.get(model, {}))} fault rows "
-                "are run again")  # fmt: skip
+                "are run again"
+            )
             with self._lock:
                 self.rows.pop(model, None)
                 self.skipped.pop(model, None)
@@ -209,8 +224,9 @@ class ResultsFolder:
         """The recorded row of a fault (``None``: none, or skipped)."""
         return self.rows.get(model, {}).get(key)
 
-    def add(self, model: str, key: tuple[str, ...], row: dict[str, Any] | None,
-            reason: str = "") -> None:  # fmt: skip
+    def add(
+        self, model: str, key: tuple[str, ...], row: dict[str, Any] | None, reason: str = ""
+    ) -> None:
         """Record one finished fault run's row (``None``: skipped, for ``reason``)."""
         with self._lock:
             if row is not None:
