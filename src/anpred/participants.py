@@ -2,6 +2,8 @@
 
 Libraries and their configurations come from the library descriptors
 (:mod:`anpred.library`); ``anpred libs`` lists them and ``--libs`` accepts them.
+``library@version`` (``onnxruntime@1.17.3``, ``openvino@2024.4.0[bf16]``) is that release of
+the library, run from its own environment (:mod:`anpred.library.versions`).
 :data:`LIBRARIES`, :data:`CONFIGURATIONS` and :data:`DEFAULT_LIBRARIES` are read-only views
 on that registry, so libraries added by plugins appear in them too.
 """
@@ -9,6 +11,7 @@ on that registry, so libraries added by plugins appear in them too.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 from anpred.errors import UsageError
 from anpred.library import Library, Precision, get_library, libraries
 from anpred.library.precision import FP32, ideal_reference
+from anpred.library.versions import VERSION_MARK, ensure_version_env, split_spec, version_library
 
 
 class _LibraryView(Mapping[str, Any]):
@@ -83,12 +87,15 @@ FAULT_MARK = "!"
 
 @dataclass(frozen=True)
 class Participant:
-    """One library in one configuration."""
+    """One library in one configuration; ``version``: a release of it run from its own
+    environment (``""``: the library of anpred's environment).
+    """
 
     name: str
     library: str
     config: str = ""
     settings: Mapping[str, Any] = field(default_factory=dict)
+    version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -97,7 +104,14 @@ class Participant:
             "library": self.library,
             "config": self.config,
             "settings": dict(self.settings),
+            **({"version": self.version} if self.version else {}),
         }
+
+    def descriptor(self) -> Library:
+        """The library descriptor this participant runs (a release's for ``lib@version``)."""
+        if self.version:
+            return version_library(self.library, self.version)
+        return get_library(self.library)
 
     def environment(self) -> dict[str, str]:
         """Return the environment variables this participant's worker must start with."""
@@ -114,21 +128,26 @@ def is_available(library: str) -> bool:
 
 
 def parse_participant(spec: str) -> Participant:
-    """Parse ``library`` or ``library[config]``.
+    """Parse ``library``, ``library[config]``, ``library@version`` or
+    ``library@version[config]`` (nothing is built or installed here).
 
     Raises:
-        UsageError: Unknown library or configuration.
+        UsageError: Unknown library or configuration, a library whose releases cannot be
+            participants, or a malformed version.
     """
     spec = spec.strip()
-    library, _, rest = spec.partition("[")
+    named, _, rest = spec.partition("[")
     config = rest.rstrip("]") if rest else ""
-    descriptor = get_library(library)
+    library, version = split_spec(named)
+    if VERSION_MARK in named and not version:
+        raise UsageError(f"{spec!r}: give the release after '@' (e.g. onnxruntime@1.17.3)")
+    descriptor = version_library(library, version) if version else get_library(library)
     configs = descriptor.configurations
     if config not in configs:
         choices = ", ".join(descriptor.participant_name(c) for c in configs if c)
-        raise UsageError(f"unknown configuration {spec!r}; {library} has {choices or 'none'}")
+        raise UsageError(f"unknown configuration {spec!r}; {named} has {choices or 'none'}")
     settings = copy.deepcopy(dict(configs[config]))  # the participant's own, never the registry's
-    return Participant(descriptor.participant_name(config), library, config, settings)
+    return Participant(descriptor.participant_name(config), library, config, settings, version)
 
 
 #: ``--libs`` word for every deployment runtime (:mod:`anpred.library.runtimes`).
@@ -179,7 +198,9 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
     if len(set(names)) != len(names):
         raise UsageError(f"participant listed twice in {','.join(names)}")
     for p in participants:
-        if not is_available(p.library):
+        if p.version:  # a release: its environment, built now the first time
+            ensure_version_env(p.library, p.version, say=_stderr)
+        elif not is_available(p.library):
             raise UsageError(
                 f"library '{p.library}' is not installed; "
                 f"install it with: {get_library(p.library).install_hint()}"
@@ -214,3 +235,8 @@ def ideal_participants(
     have = {*present, *(p.name for p in participants)}
     names = [ideal_reference(c) for c in classes if c != FP32]
     return [parse_participant(n) for n in names if n not in have]
+
+
+def _stderr(message: str) -> None:
+    """A progress line on stderr (where the CLI says its progress)."""
+    print(message, file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ import onnxruntime as ort
 
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
+from anpred.interchange.ir_version import lowered_ir
 from anpred.interchange.isolation import fed_name, isolation_model
 
 #: ``settings["optimization"]`` values and the onnxruntime levels they select.
@@ -34,7 +35,13 @@ class OnnxRuntimeRunner(Runner):
         options.inter_op_num_threads = 1
         options.graph_optimization_level = OPT_LEVELS[self.settings.get("optimization", "O3")]
         options.log_severity_level = 3
-        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        try:
+            return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # an older release refuses the IR version of today's onnx
+            lowered = lowered_ir(model, str(err))
+            if lowered is None:
+                raise
+            return ort.InferenceSession(lowered, options, providers=["CPUExecutionProvider"])
 
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.COMPILE

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from anpred import __version__
 from anpred.library import Library, libraries
-from anpred.library.environments import BUILD_HINT, build_command, missing_reason
+from anpred.library.environments import BUILD_HINT, build_command, missing_reason, versions_root
+from anpred.library.versions import built_releases
 from anpred.machine import describe_machine
 from anpred.pipeline.budget import DEFAULT_SHARE, available_memory, format_size
 
@@ -74,6 +75,8 @@ class Checkup:
     disk_folder: str
     compiler: str | None
     problems: list[str] = field(default_factory=list)
+    #: Built library-release environments (``LIB@VERSION``): participant, size, folder.
+    releases: list[dict[str, object]] = field(default_factory=list)
 
 
 def _main_libraries(found: list[Library]) -> list[LibraryState]:
@@ -132,6 +135,11 @@ def checkup(out: Path) -> Checkup:
         disk_free=free,
         disk_folder=str(place),
         compiler=shutil.which("g++") or shutil.which("c++"),
+        releases=[
+            {"participant": f"{r['library']}@{r['version']}", "bytes": r.get("bytes"),
+             "path": str(r["path"])}
+            for r in built_releases()
+        ],
     )
     installed = [lib.name for lib in libs if lib.version is not None]
     for name in REQUIRED:
@@ -175,6 +183,13 @@ def render(result: Checkup) -> str:
         prefix = f"its environment {env.environment!r} "
         state = "built" if env.built else env.reason.removeprefix(prefix)
         lines.append(f"  {env.environment:<17} {state}  ({', '.join(env.runtimes)})")
+    lines += ["", f"library releases built (--libs LIB@VERSION; in {versions_root()}):"]
+    for release in result.releases:
+        size = release["bytes"]
+        shown = format_size(size) if isinstance(size, int) else "?"
+        lines.append(f"  {release['participant']:<24} {shown}")
+    if not result.releases:
+        lines.append("  none (each is built on first use)")
     features = ", ".join(machine["features"]) or "none found"  # type: ignore[arg-type]
     lines += [
         "",

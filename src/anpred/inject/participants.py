@@ -45,6 +45,7 @@ def faulty_participant(participant: Participant, spec: FaultSpec) -> Participant
         participant.library,
         participant.config,
         dict(participant.settings),
+        participant.version,
     )
 
 

@@ -18,6 +18,10 @@ Nothing is imported from an environment and no process is started: whether a lib
 it is found with :class:`importlib.machinery.PathFinder` on its site folders, its version
 from the distribution metadata there. anpred itself is never installed into an environment:
 its worker finds this clone's anpred on ``PYTHONPATH`` (:func:`worker_pythonpath`).
+
+A library release's environment (``onnxruntime@1.17.3``, :mod:`anpred.library.versions`) is
+named ``@<folder>``: it is the folder of that name in :func:`versions_root`, described by its
+own ``record.json`` (same keys) and marked done by ``.ready``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ LOCKS_FOLDER = Path("requirements") / "runtimes"
 LOCKS_ENV = "ANPRED_RUNTIME_LOCKS"
 #: What builds every runtime environment (``build_command`` builds one).
 BUILD_HINT = "make runtimes"
+#: Environment variable naming the folder of library releases' environments.
+VERSIONS_ENV = "ANPRED_VERSIONS_CACHE"
+#: First character of a release environment's name (``@onnxruntime-1.17.3-<hash>``).
+RELEASE_MARK = "@"
+#: A release environment's description and its done mark, in its folder.
+RECORD_FILE = "record.json"
+READY_FILE = ".ready"
 
 
 def build_command(name: str) -> str:
@@ -129,7 +140,35 @@ def runtime_env(name: str) -> RuntimeEnv | None:
     return None if missing_reason(name) else _env(name)
 
 
+def versions_root() -> Path:
+    """The folder of library releases' environments (``ANPRED_VERSIONS_CACHE`` or
+    ``~/.cache/anpred/versions``).
+    """
+    given = os.environ.get(VERSIONS_ENV)
+    return Path(given) if given else Path.home() / ".cache" / "anpred" / "versions"
+
+
+def release_env(folder: str) -> RuntimeEnv | None:
+    """The release environment in ``versions_root() / folder`` when it is built, else
+    ``None``.
+    """
+    path = versions_root() / folder
+    if not (path / READY_FILE).is_file():
+        return None
+    try:
+        record = json.loads((path / RECORD_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    python = Path(record.get("python", ""))
+    if not python.exists():
+        return None
+    site = tuple(Path(p) for p in record.get("site", []))
+    return RuntimeEnv(f"{RELEASE_MARK}{folder}", python, site)
+
+
 def _env(name: str) -> RuntimeEnv | None:
+    if name.startswith(RELEASE_MARK):
+        return release_env(name[len(RELEASE_MARK) :])
     record = _records().get(name)
     if not isinstance(record, dict) or "python" not in record:
         return None
@@ -140,6 +179,11 @@ def _env(name: str) -> RuntimeEnv | None:
 
 def missing_reason(name: str) -> str:
     """Why environment ``name`` cannot be used (``""`` when it can), ending in what to do."""
+    if name.startswith(RELEASE_MARK):
+        folder = versions_root() / name[len(RELEASE_MARK) :]
+        if release_env(name[len(RELEASE_MARK) :]) is None:
+            return f"its release environment {folder} is not built (built on first use)"
+        return ""
     lock = lock_file(name)
     if lock is not None and not lock.exists():
         root = repo_root()

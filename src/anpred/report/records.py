@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anpred.report.identical import identical_notes
 from anpred.report.markup import Markup, badge, esc, join, mapping_text, note, number, table, tag
 from anpred.report.run_summary import RunSummary, as_float, as_list
 from anpred.store.outcome import FINISHED_STATES
@@ -72,6 +73,8 @@ def libraries_section(view: RunSummary) -> Markup:
     parts: list[Any] = [
         table(["participant", "library", "version", "status", "settings", "timings"], rows)
     ]
+    for sentence in identical_notes(view.raw.get("participants")):
+        parts.append(note(f"{sentence[0].upper()}{sentence[1:]}.", "warn"))
     machine = view.section("machine")
     if machine:
         parts.append(note(

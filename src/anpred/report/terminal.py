@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from anpred.report.drill import terminal_lines
+from anpred.report.identical import identical_notes
 from anpred.report.run_summary import (
     ParticipantRecord,
     RunSummary,
@@ -227,6 +228,8 @@ def render_summary(summary: Summary | Mapping[str, Any], run_dir: Path, colour: 
     if unaligned:
         lines.append(f"note: {len(unaligned)} item(s) could not be aligned or compared "
                      "(see the report).")
+    for sentence in identical_notes(view.raw.get("participants")):
+        lines += textwrap.wrap(f"note: {sentence}.", width=max(width, 60), subsequent_indent="  ")
     lines += terminal_lines(view)
     wall = view.wall_seconds
     footer = f"report: {RunStore(run_dir).report_path}"
