@@ -125,3 +125,36 @@ def test_rows_read_back_with_their_types(tmp_path) -> None:
     # severities compare as numbers whatever their spelling
     assert _typed({"severity": "0.25"})["severity"] == 0.25
     assert row_key({**row, "severity": "10.0"}) == row_key(row)
+
+
+def test_totals_per_model_and_faulty_library() -> None:
+    from anpred.evaluation.tables import totals_table
+
+    def row(model: str, lib: str, anpred: bool, dmad: bool, exact: bool) -> dict[str, object]:
+        return {
+            "model": model,
+            "library": lib,
+            "anpred_detected": anpred,
+            "isolation_top1": exact,
+            "library_blamed": True,
+            "baseline:cradle_dmad": dmad,
+        }
+
+    rows = [
+        row("m", "onnxruntime", True, True, True),
+        row("m", "onnxruntime", True, False, False),
+        row("m", "paddle", False, False, False),
+        row("n", "paddle", True, True, True),
+    ]
+    lines = totals_table(rows).splitlines()
+    assert (
+        lines[0]
+        == "| model | faulty library | faults | anpred | cradle_dmad | exact stage + library |"
+    )
+    assert lines[2:] == [
+        "| m | onnxruntime | 2 | 2/2 | 1/2 | 1/2 |",
+        "| m | paddle | 1 | 0/1 | 0/1 | 0/1 |",
+        "| **m** | **all** | 3 | 2/3 | 1/3 | 1/3 |",
+        "| n | paddle | 1 | 1/1 | 1/1 | 1/1 |",
+        "| **all** | **all** | 4 | 3/4 | 2/4 | 2/4 |",
+    ]

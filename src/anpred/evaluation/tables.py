@@ -67,6 +67,35 @@ def detection_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def totals_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Faults detected per model and faulty library by anpred and by every baseline, and
+    those localized to the exact stage (isolation top-1) with the library blamed; a line
+    per model over its libraries and one over everything.
+    """
+    baselines = _baselines(rows)
+    head = ["model", "faulty library", "faults", "anpred"] + [b.split(":", 1)[1] for b in baselines]
+    head.append("exact stage + library")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def line(model: str, lib: str, group: Sequence[dict[str, Any]]) -> str:
+        n = len(group)
+        cells = [model, lib, str(n), f"{sum(r['anpred_detected'] for r in group)}/{n}"]
+        cells += [f"{sum(bool(r.get(b)) for r in group)}/{n}" for b in baselines]
+        exact = sum(r["isolation_top1"] and r["library_blamed"] for r in group)
+        return "| " + " | ".join([*cells, f"{exact}/{n}"]) + " |"
+
+    models: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in rows:
+        models.setdefault(r["model"], {}).setdefault(r["library"], []).append(r)
+    for model, libs in models.items():
+        lines += [line(model, lib, group) for lib, group in libs.items()]
+        if len(libs) > 1:
+            lines.append(line(f"**{model}**", "**all**", [r for g in libs.values() for r in g]))
+    if len(models) > 1:
+        lines.append(line("**all**", "**all**", rows))
+    return "\n".join(lines)
+
+
 def localization_table(rows: Sequence[dict[str, Any]]) -> str:
     """RQ2: stage and library localization of injected faults."""
     head = [
@@ -436,6 +465,7 @@ def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
     sections: list[tuple[str, str]] = []
     if rows:
         sections += [
+            ("## Totals per model and faulty library", totals_table(rows)),
             (
                 "## RQ1 detection (injected faults)",
                 detection_table(rows)
