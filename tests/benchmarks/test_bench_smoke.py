@@ -148,13 +148,16 @@ def test_bench_run_quick(tmp_path) -> None:
     model = _tiny_onnx(tmp_path / "tiny.onnx")
     out = _bench("bench_run.py", "--quick", "--model", str(model), "--work",
                  str(tmp_path / "work"), "--json", str(tmp_path / "r.json"))
-    result = json.loads((tmp_path / "r.json").read_text())
-    assert [b["library"] for b in result["bare"]] == ["torch", "onnxruntime"]
-    assert result["ratio"] > 0 and f"{result['ratio']:.2f}" in out
-    assert result["anpred_cpu_s"] > 0 and result["bare_cpu_s"] > 0  # every child was counted
-    assert all(b["cpu_s"] > 0 for b in result["bare"])
-    assert {w["status"] for w in result["workers"].values()} == {"ok"}
-    assert (tmp_path / "work" / "run" / "summary.json").exists()
+    [case] = json.loads((tmp_path / "r.json").read_text())
+    assert [b["library"] for b in case["bare"]] == ["torch", "onnxruntime"]
+    assert [n["participant"] for n in case["needed"]] == ["torch[fp64]", "torch", "onnxruntime"]
+    assert all(n["cpu_s"] > 0 and n["infer_s"] > 0 for n in case["needed"])
+    assert all(n["isolate_s"] > 0 for n in case["needed"][1:])  # the participants isolate
+    assert case["ratio"] > 0 and f"anpred / needed inferences = {case['ratio']:.2f}" in out
+    assert case["no_isolation_ratio"] > 0 and case["bare_cpu_s"] > 0
+    assert case["anpred"]["cpu_s"] > 0  # every child was counted
+    assert {w["status"] for w in case["anpred"]["workers"].values()} == {"ok"}
+    assert (tmp_path / "work" / "tiny-2" / "run" / "summary.json").exists()
 
 
 @pytest.mark.slow
