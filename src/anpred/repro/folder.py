@@ -189,7 +189,8 @@ def write_folder(folder: Path, context: RunContext, reduction: Reduction,
             if options.bisect:
                 from anpred.repro.bisect import bisect_finding
 
-                record = replace(record, bisect=bisect_finding(context, reduction, say))
+                found = bisect_finding(context, reduction, floor["threshold"], say)
+                record = replace(record, bisect=found)
             if options.verify:
                 say(f"repro {symptom.label}: running {script.name} in the {participant.library} "
                     "environment")  # fmt: skip
