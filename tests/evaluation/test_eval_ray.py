@@ -177,7 +177,7 @@ def test_a_campaign_survives_a_lost_node_with_the_local_results(
         with pytest.raises(DamagedRunError) as local_error:
             analyse(broken)
         with pytest.raises(DamagedRunError) as ray_error:
-            executor.analyse(broken)
+            executor.analyse(broken, analyse)
         assert str(ray_error.value) == str(local_error.value)
     write_tables(outcome["results"], out)  # type: ignore[arg-type]
     cluster.add_node(num_cpus=1)  # type: ignore[attr-defined]  # two nodes again
@@ -216,7 +216,10 @@ def test_a_killed_driver_resumes_from_its_run_store(
         for p in _fault_dirs(out)
         if RunStore(p).has_summary()
     }
-    assert 1 <= len(finished) < 4 and not (out / "faults.csv").exists()
+    # each fault run's row is recorded in the results folder (here: the run store's top) as
+    # it ends, so no more rows than finished runs (the kill may fall between the two)
+    rows = faults_csv(out) if (out / "faults.csv").exists() else []
+    assert 1 <= len(finished) < 4 and len(rows) <= len(finished)
     again = anpred(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "[onnxruntime] already done (resumed)" in again.stderr  # the clean run's

@@ -4,9 +4,9 @@
 travel through the object store (:meth:`~anpred.execution.ray_executor.RayExecutor.analyse`
 ships them; a piece linked into another run directory, such as the clean participants of a
 fault run, is put there once for all the runs that link it); :func:`analyse_on_node`
-rebuilds the directory in a temporary folder of its node, analyses it with the same
-:func:`~anpred.pipeline.analyse.analyse` as a local run, and returns the summary and the
-files the analysis wrote.
+rebuilds the directory in a temporary folder of its node, analyses it with the analysis
+the caller gives (:func:`anpred.pipeline.analyse.analyse`, as a local run), and returns the
+summary and the files the analysis wrote.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from anpred.execution.ray_executor import TASK_PREFIX, Files, remove_orphans, snapshot, unpack
 from anpred.store import RunStore
+from anpred.store.summary import Summary
 
 
 def analysis_pieces(run_dir: Path) -> list[tuple[str, Path, bool]]:
@@ -61,19 +63,20 @@ def is_flat(relative: str, path: Path) -> bool:
     return path.is_dir() and len(Path(relative).parts) > 1
 
 
-def analyse_on_node(layout: list[list[Any]], *pieces: Files) -> dict[str, Any]:
+def analyse_on_node(
+    layout: list[list[Any]], analyse: Callable[[Path], Summary], *pieces: Files
+) -> dict[str, Any]:
     """The body of an analysis's Ray task: analyse a copy of a run directory on this node.
 
     Args:
         layout: ``[relative path, is a file]`` of each piece (:func:`analysis_pieces`).
+        analyse: The analysis (a module-level function: Ray ships it by reference).
         pieces: Each piece's files (:func:`pack`).
 
     Returns:
         ``summary`` (``Summary.to_dict()``), ``files`` (what the analysis wrote, by relative
         path: the deviations table), ``where`` (host name) and ``seconds``.
     """
-    from anpred.pipeline.analyse import analyse
-
     remove_orphans(Path(tempfile.gettempdir()))
     root = Path(tempfile.mkdtemp(prefix=f"{TASK_PREFIX}{os.getpid()}-"))
     try:

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -326,10 +326,11 @@ class RayExecutor(Executor):
                     del self._assets[oldest], self._sizes[oldest]
             return self._assets[key]
 
-    def analyse(self, run_dir: Path) -> Summary:
-        """Analyse ``run_dir`` in a Ray task (:mod:`.ray_analysis`); write what the
-        analysis wrote into it and return the summary (the caller writes it), as
-        :func:`anpred.pipeline.analyse.analyse` does locally.
+    def analyse(self, run_dir: Path, analyse: Callable[[Path], Summary]) -> Summary:
+        """Analyse ``run_dir`` in a Ray task (:mod:`.ray_analysis`) with ``analyse`` (the
+        pipeline's :func:`anpred.pipeline.analyse.analyse`, passed by the caller: execution
+        knows no analysis); write what the analysis wrote into it and return the summary
+        (the caller writes it), as ``analyse(run_dir)`` does locally.
 
         A task the cluster loses (more than ``max_retries`` times) or one that fails (a
         damaged run directory) is analysed again here, so that the result, or the error
@@ -338,7 +339,6 @@ class RayExecutor(Executor):
         import ray
 
         from anpred.execution.ray_analysis import analysis_pieces, is_flat
-        from anpred.pipeline.analyse import analyse
 
         run_dir = Path(run_dir)
         pieces = analysis_pieces(run_dir)
@@ -356,7 +356,7 @@ class RayExecutor(Executor):
         )
         layout = [[rel, path.is_file()] for rel, path, _ in pieces]
         try:
-            result = ray.get(remote.remote(layout, *refs))
+            result = ray.get(remote.remote(layout, analyse, *refs))
         except ray.exceptions.RayError:
             return analyse(run_dir)
         unpack(result["files"], run_dir)
