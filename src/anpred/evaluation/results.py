@@ -176,6 +176,7 @@ class ResultsFolder:
         self.root = Path(root)
         self.store = EvalStore(self.root)
         self._lock = threading.Lock()
+        self._tables_lock = threading.Lock()
         self._tables_at = time.monotonic()
         self.rows: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {}
         self.skipped: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {}
@@ -239,6 +240,8 @@ class ResultsFolder:
                 }
             self._write_rows()
             due = time.monotonic() - self._tables_at > TABLES_EVERY
+            if due:  # claimed here: one thread of a distributed campaign writes them
+                self._tables_at = time.monotonic()
         if due:
             self.write_tables()
 
@@ -284,10 +287,12 @@ class ResultsFolder:
         if clean is None:
             return None
         sweep = self.records(model) / SWEEP_RECORD
+        with self._lock:  # a distributed campaign's fault runs end in threads
+            rows = list(self.rows.get(model, {}).values())
         return ModelResult(
             model,
             clean,
-            list(self.rows.get(model, {}).values()),
+            rows,
             self._summary(model, CONFIGURATIONS_RECORD),
             json.loads(sweep.read_text()) if sweep.is_file() else None,
         )
@@ -300,7 +305,8 @@ class ResultsFolder:
             for folder in sorted(base.iterdir()):
                 if (folder / SETTINGS).is_file():
                     recorded.append(json.loads((folder / SETTINGS).read_text())["model"])
-        return list(dict.fromkeys([*self.rows, *recorded]))
+        with self._lock:
+            return list(dict.fromkeys([*self.rows, *recorded]))
 
     def results(self, first: Sequence[str] = ()) -> list[ModelResult]:
         """Every recorded model's results, the models of ``first`` first."""
@@ -311,7 +317,8 @@ class ResultsFolder:
         """Write the tables of every recorded model (:func:`write_results`)."""
         with self._lock:
             self._tables_at = time.monotonic()
-        return write_results(self, first)
+        with self._tables_lock:  # matplotlib draws in one thread at a time
+            return write_results(self, first)
 
     def skip_count(self, model: str) -> int:
         """Faults of ``model`` recorded as not applicable."""
@@ -326,6 +333,6 @@ def write_results(folder: ResultsFolder, first: Sequence[str] = ()) -> Path:
     from anpred.evaluation.tables import write_tables
 
     results = folder.results(first)
-    path = write_tables(results, folder.root)
+    path = write_tables(results, folder.root, faults_csv=False)  # the folder writes its own
     write_findings(results, folder.root)
     return path

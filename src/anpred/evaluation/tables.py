@@ -449,11 +449,14 @@ def configuration_plot(results: Sequence[ModelResult], path: Path) -> Path | Non
     return path
 
 
-def write_tables(results: Sequence[ModelResult], out: Path) -> Path:
-    """Write the Markdown tables, the faults CSV and the plots; return the Markdown path."""
+def write_tables(results: Sequence[ModelResult], out: Path, faults_csv: bool = True) -> Path:
+    """Write the Markdown tables, the faults CSV (unless ``faults_csv`` is false: a results
+    folder writes its own, :mod:`anpred.evaluation.results`) and the plots; return the
+    Markdown path.
+    """
     store = EvalStore(out)
     rows = [r for res in results for r in res.rows]
-    if rows:
+    if rows and faults_csv:
         columns = list(dict.fromkeys(k for r in rows for k in r))
         with open(store.faults_csv_path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
