@@ -28,11 +28,13 @@ def tiny_cnn(path: Path | None = None) -> onnx.ModelProto:
     inits = [init("w1", (8, 3, 3, 3)), init("b1", (8,)), init("w2", (8, 8, 3, 3), 0.2),
              init("b2", (8,)), init("w3", (10, 8)), init("b3", (10,))]  # fmt: skip
     nodes = [
-        helper.make_node("Conv", ["images", "w1", "b1"], ["c1"], name="/block1/conv/Conv",
-                         pads=[1, 1, 1, 1]),  # fmt: skip
+        helper.make_node(
+            "Conv", ["images", "w1", "b1"], ["c1"], name="/block1/conv/Conv", pads=[1, 1, 1, 1]
+        ),  # fmt: skip
         helper.make_node("Relu", ["c1"], ["r1"], name="/block1/act/Relu"),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="/block2/conv/Conv",
-                         pads=[1, 1, 1, 1]),  # fmt: skip
+        helper.make_node(
+            "Conv", ["r1", "w2", "b2"], ["c2"], name="/block2/conv/Conv", pads=[1, 1, 1, 1]
+        ),  # fmt: skip
         helper.make_node("Sigmoid", ["c2"], ["s2"], name="/block2/act/Sigmoid"),
         helper.make_node("Add", ["s2", "r1"], ["a2"], name="/block2/Add"),
         helper.make_node("GlobalAveragePool", ["a2"], ["p3"], name="/head/pool/GlobalAveragePool"),

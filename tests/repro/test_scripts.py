@@ -42,8 +42,8 @@ def _folder(tmp_path: Path, threshold: float) -> tuple[Path, onnx.ModelProto]:
                          for k in range(2)])  # fmt: skip
     np.savez(tmp_path / "inputs.npz", **{name: x})
     np.savez(tmp_path / "expected_fp64.npz", y=expected)
-    (tmp_path / "floor.json").write_text(json.dumps(
-        {"reference": "torch", "floor": threshold / 10, "factor": 10.0, "threshold": threshold}))  # fmt: skip
+    floor = {"reference": "torch", "floor": threshold / 10, "factor": 10.0, "threshold": threshold}
+    (tmp_path / "floor.json").write_text(json.dumps(floor))
     return tmp_path, model
 
 
@@ -91,7 +91,8 @@ def test_translated_libraries_scripts_run_their_own_ops(tmp_path: Path, library:
     assert expected in text
     if library == "tensorflow":  # the env setting before the import, as the worker starts
         assert text.index("os.environ['TF_ENABLE_ONEDNN_OPTS'] = '0'") < text.index(
-            "import tensorflow")
+            "import tensorflow"
+        )
 
 
 def test_scripts_say_what_they_cannot_write(tmp_path: Path) -> None:

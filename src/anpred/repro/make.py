@@ -253,6 +253,8 @@ def make_reproducers(run_dir: Path, options: ReproOptions, say: Say = quiet) -> 
             + f"; {record.ops_in_case} of {record.ops_in_model} operators")  # fmt: skip
     earlier = _earlier(out, {r.finding for r in records})
     write_index(out, [*earlier, *records])
+    if out.resolve() == (Path(run_dir) / REPRO_FOLDER).resolve():
+        _refresh_report(Path(run_dir), say)
     if not options.keep_work:
         shutil.rmtree(out / "work", ignore_errors=True)
     return records
@@ -267,3 +269,13 @@ def _earlier(out: Path, replaced: set[str]) -> list[ReproRecord]:
 def status_of(reduction: Reduction) -> str:
     """The status of a reduction before its script ran."""
     return Status.NO_CASE if reduction.case is None else Status.NO_SCRIPT
+
+
+def _refresh_report(run_dir: Path, say: Say) -> None:
+    """Render the run's report again: each drilled finding links to its reproducer."""
+    from anpred.report.html import write_report
+    from anpred.store.summary import Summary
+
+    store = RunStore(run_dir)
+    path = write_report(run_dir, Summary.from_dict(store.read_summary()))
+    say(f"repro: report {path} links the reproducers")
