@@ -101,8 +101,16 @@ class AnchorMetrics:
     consensus_vs_fp64: dict[str, float]
 
 
+More = Callable[["AnchorMetrics"], Sequence[Metric]]
+"""``measure_anchor``'s ``more``: given the numbers of the metrics asked for, the metrics to
+compute besides (none: an empty sequence)."""
+
+
 def measure_anchor(
-    metrics: Sequence[Metric], arrays: Mapping[str, np.ndarray], fp64: np.ndarray
+    metrics: Sequence[Metric],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    more: More | None = None,
 ) -> AnchorMetrics:
     """Every metric of every participant against the consensus and the fp64 reference.
 
@@ -112,31 +120,69 @@ def measure_anchor(
             float64, or float32 (read as its float64 values: the same numbers; the compiled
             loops then need no float64 copy to round back).
         fp64: The fp64 reference (float64).
+        more: Called with the numbers of ``metrics``; the metrics it returns are computed
+            too, on the same float32 roundings and consensus (the oracle's verdict path:
+            the corroborating metrics where it has a candidate, without a second pass for
+            the primary). The numbers are those of one call with every metric.
 
     Returns:
         The numbers, as the generic per-metric computation gives them (see module doc).
     """
     names = [m.name for m in metrics]
     if fp64.size == 0 or not any(n in FUSED for n in names):
-        return measure_generic(metrics, _wide(arrays), fp64)
+        return measure_generic(metrics, _wide(arrays), fp64, more)
     vs_c: dict[str, dict[str, float]] = {p: {} for p in arrays}
     vs_f: dict[str, dict[str, float]] = {p: {} for p in arrays}
     c_vs_f: dict[str, float] = {}
     loops = kernels()
     with np.errstate(all="ignore"):  # float32 overflow of huge values is a result here
-        consensus = (
-            None if loops is None else _compiled(loops, names, arrays, fp64, vs_c, vs_f, c_vs_f)
-        )
-        if consensus is _GENERIC:
-            return measure_generic(metrics, _wide(arrays), fp64)
-        if consensus is None:  # not compiled, or a capture that is not float32-exact
+        state = None if loops is None else _compiled(loops, arrays, fp64)
+        if state is _GENERIC:
+            return measure_generic(metrics, _wide(arrays), fp64, more)
+        if state is None:  # not compiled, or a capture that is not float32-exact
             arrays = _wide(arrays)
             first = _first_pass(arrays, fp64)
             if first is None:  # a NaN or inf somewhere: the generic path's conventions
-                return measure_generic(metrics, arrays, fp64)
+                return measure_generic(metrics, arrays, fp64, more)
             consensus = first[3]
-            _fused(names, arrays, fp64, first, vs_c, vs_f, c_vs_f)
-    others = [m for m in metrics if m.name not in FUSED]
+
+            def compute(chosen: Sequence[str]) -> None:
+                _fused(chosen, arrays, fp64, first, vs_c, vs_f, c_vs_f)
+
+        else:
+            consensus = state.consensus.reshape(fp64.shape)
+
+            def compute(chosen: Sequence[str]) -> None:
+                state.metrics(chosen, arrays, vs_c, vs_f, c_vs_f)
+
+        result = _measured(metrics, arrays, fp64, consensus, compute, vs_c, vs_f, c_vs_f)
+        extra = [m for m in (more(result) if more else ()) if m.name not in names]
+        if extra:
+            return _measured(
+                [*metrics, *extra], arrays, fp64, consensus, compute, vs_c, vs_f, c_vs_f,
+                done=names,
+            )  # fmt: skip
+    return result
+
+
+def _measured(
+    metrics: Sequence[Metric],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    consensus: np.ndarray,
+    compute: Callable[[Sequence[str]], None],
+    vs_c: dict[str, dict[str, float]],
+    vs_f: dict[str, dict[str, float]],
+    c_vs_f: dict[str, float],
+    done: Sequence[str] = (),
+) -> AnchorMetrics:
+    """``metrics`` (but those ``done`` already) written into the three tables: the built-in
+    ones by ``compute``, the others by the generic path against ``consensus``; the tables
+    in the order of ``metrics``.
+    """
+    names = [m.name for m in metrics]
+    compute([n for n in names if n not in done])
+    others = [m for m in metrics if m.name not in FUSED and m.name not in done]
     if others:
         rest = _generic(others, _wide(arrays), fp64, consensus)
         for p in arrays:
@@ -173,7 +219,7 @@ def _fused(
         )  # fmt: skip
 
 
-_GENERIC = np.empty(0)
+_GENERIC: Any = object()
 """What :func:`_compiled` returns for captures with a NaN or inf: the generic path's case."""
 
 
@@ -244,20 +290,74 @@ def warm() -> None:
     compiled_outputs.warm()  # the output-level baselines
 
 
+@dataclass
+class _CompiledPass:
+    """What the compiled loops' metrics of one anchor share: the captures' float32 values
+    (one row each), their consensus and the fp64 reference; :meth:`metrics` computes any
+    built-in metrics on them, as often as asked.
+    """
+
+    loops: Any
+    narrow: np.ndarray
+    consensus: np.ndarray
+    network: np.ndarray
+    ref_squares: tuple[float, float]
+    fp64: np.ndarray
+    fp64_flat: np.ndarray
+    sorted_rows: bool = False
+
+    def metrics(
+        self,
+        names: Sequence[str],
+        arrays: Mapping[str, np.ndarray],
+        vs_c: dict[str, dict[str, float]],
+        vs_f: dict[str, dict[str, float]],
+        c_vs_f: dict[str, float],
+    ) -> None:
+        """The built-in metrics among ``names``, written into the tables."""
+        chosen = [n for n in ELEMENTWISE if n in names]
+        if chosen:
+            if self.sorted_rows:
+                raise RuntimeError("element-wise metrics after Wasserstein sorted the rows")
+            ref_norms = [math.sqrt(v) for v in self.ref_squares]
+            cosine = np.zeros((len(arrays) + 1, 2), dtype=np.bool_)
+            norms = [0.0] * len(arrays)
+            if "cosine" in chosen:  # as l2_norm sums: cosine needs it exact
+                norms = [_norm(x) for x in arrays.values()]
+                row_norms = np.array([*norms, ref_norms[0], *ref_norms])
+                cosine[:] = (row_norms[:-2, None] != 0.0) & (np.array(ref_norms)[None, :] != 0.0)
+            row_norms = np.array([*norms, ref_norms[0], *ref_norms])
+            out = self.loops.row_sums(
+                self.narrow, self.consensus, self.fp64_flat, row_norms, cosine, BLOCK
+            )
+            rows = [*arrays, None]
+            sums = {r: [tuple(out[i, k]) for k in (0, 1)] for i, r in enumerate(rows)}
+            row_norm = {**dict(zip(arrays, norms, strict=True)), None: ref_norms[0]}
+            _write_elementwise(chosen, sums, row_norm, self.ref_squares, vs_c, vs_f, c_vs_f)
+        if "wasserstein" in names:  # last user of ``narrow``: sorts it in place
+            self.loops.sort_rows(self.narrow)
+            self.sorted_rows = True
+            size = self.fp64_flat.size
+            sf, sc = self.loops.sorted64(self.fp64_flat), np.empty(size)
+            totals, consensus_total = self.loops.wasserstein_sums(
+                self.narrow, self.network, sf, sc, BLOCK
+            )
+            _write_wasserstein(arrays, totals, consensus_total, sc, sf, vs_c, vs_f, c_vs_f)
+        if "channel_moments" in names:
+            _distributional(
+                "channel_moments", channel_moments, channel_moment_difference,
+                arrays, self.fp64, vs_c, vs_f, c_vs_f,
+            )  # fmt: skip
+
+
 def _compiled(
-    kernels: Any,
-    names: Sequence[str],
-    arrays: Mapping[str, np.ndarray],
-    fp64: np.ndarray,
-    vs_c: dict[str, dict[str, float]],
-    vs_f: dict[str, dict[str, float]],
-    c_vs_f: dict[str, float],
-) -> np.ndarray | None:
-    """The built-in metrics among ``names`` by the compiled loops, written into the tables.
+    kernels: Any, arrays: Mapping[str, np.ndarray], fp64: np.ndarray
+) -> _CompiledPass | None:
+    """The float32 rows and the consensus of the compiled loops.
 
     Returns:
-        The consensus; ``None`` (nothing written) when a capture is not float32-exact (the
-        NumPy path takes it); :data:`_GENERIC` when a value is NaN or inf.
+        Their shared pass; ``None`` when a capture is not float32-exact (the NumPy path
+        takes it); :data:`_GENERIC` when a value is NaN or inf.
     """
     size = fp64.size
     narrow = np.empty((len(arrays), size), dtype=np.float32)
@@ -266,37 +366,20 @@ def _compiled(
             row[:] = x.reshape(-1)
         elif not kernels.round_to_float32(_flat64(x), row):
             return None
-    norms = [_norm(x) for x in arrays.values()]  # as l2_norm sums: cosine needs it exact
     consensus = np.empty(size)
     network = np.array(sorting_network(len(arrays)), dtype=np.int64).reshape(-1, 2)
     kernels.row_medians(narrow, network, consensus)
     ref_squares = (block_sum_of_squares(consensus), block_sum_of_squares(fp64))
-    if not all(math.isfinite(v) for v in (*norms, *ref_squares)):
+    finite = all(math.isfinite(v) for v in ref_squares)
+    finite = finite and all(_finite(row) for row in narrow)
+    if not finite:
         return _GENERIC
-    fp64_flat = _flat64(fp64)
-    chosen = [n for n in ELEMENTWISE if n in names]
-    if chosen:
-        ref_norms = [math.sqrt(v) for v in ref_squares]
-        row_norms = np.array([*norms, ref_norms[0], *ref_norms])
-        cosine = np.zeros((len(arrays) + 1, 2), dtype=np.bool_)
-        if "cosine" in chosen:
-            cosine[:] = (row_norms[:-2, None] != 0.0) & (np.array(ref_norms)[None, :] != 0.0)
-        out = kernels.row_sums(narrow, consensus, fp64_flat, row_norms, cosine, BLOCK)
-        rows = [*arrays, None]
-        sums = {r: [tuple(out[i, k]) for k in (0, 1)] for i, r in enumerate(rows)}
-        row_norm = {**dict(zip(arrays, norms, strict=True)), None: ref_norms[0]}
-        _write_elementwise(chosen, sums, row_norm, ref_squares, vs_c, vs_f, c_vs_f)
-    if "wasserstein" in names:  # last user of ``narrow``: sorts it in place
-        kernels.sort_rows(narrow)
-        sf, sc = kernels.sorted64(fp64_flat), np.empty(size)
-        totals, consensus_total = kernels.wasserstein_sums(narrow, network, sf, sc, BLOCK)
-        _write_wasserstein(arrays, totals, consensus_total, sc, sf, vs_c, vs_f, c_vs_f)
-    if "channel_moments" in names:
-        _distributional(
-            "channel_moments", channel_moments, channel_moment_difference,
-            arrays, fp64, vs_c, vs_f, c_vs_f,
-        )  # fmt: skip
-    return consensus.reshape(fp64.shape)
+    return _CompiledPass(kernels, narrow, consensus, network, ref_squares, fp64, _flat64(fp64))
+
+
+def _finite(row: np.ndarray) -> bool:
+    """Whether every value of a float32 row is finite."""
+    return bool(np.isfinite(row).all())
 
 
 def _wide(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -328,11 +411,26 @@ def _flat64(x: np.ndarray) -> np.ndarray:
 
 
 def measure_generic(
-    metrics: Sequence[Metric], arrays: Mapping[str, np.ndarray], fp64: np.ndarray
+    metrics: Sequence[Metric],
+    arrays: Mapping[str, np.ndarray],
+    fp64: np.ndarray,
+    more: More | None = None,
 ) -> AnchorMetrics:
-    """The reference computation: each metric on its own, through the registry."""
+    """The reference computation: each metric on its own, through the registry (``more``:
+    as :func:`measure_anchor`'s).
+    """
     consensus = elementwise_median(list(arrays.values()))
-    return _generic(metrics, arrays, fp64, consensus)
+    result = _generic(metrics, arrays, fp64, consensus)
+    names = [m.name for m in metrics]
+    extra = [m for m in (more(result) if more else ()) if m.name not in names]
+    if not extra:
+        return result
+    rest = _generic(extra, arrays, fp64, consensus)
+    return AnchorMetrics(
+        {p: {**v, **rest.vs_consensus[p]} for p, v in result.vs_consensus.items()},
+        {p: {**v, **rest.vs_fp64[p]} for p, v in result.vs_fp64.items()},
+        {**result.consensus_vs_fp64, **rest.consensus_vs_fp64},
+    )
 
 
 def _generic(

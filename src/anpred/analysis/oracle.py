@@ -493,14 +493,18 @@ class _Cell:
     def measure(
         self, group: Mapping[str, np.ndarray], candidate: Callable[[AnchorMetrics], bool]
     ) -> AnchorMetrics:
-        """The group's verdict path, then every metric when ``candidate`` says so of it
-        (at once when every metric is computed everywhere): the numbers of one pass
-        with every metric either way (the primary's do not depend on the others).
+        """The group's verdict path, then, in the same pass, the other metrics when
+        ``candidate`` says so of it (at once when every metric is computed everywhere):
+        the numbers of one pass with every metric either way.
         """
         if self.everywhere:
             return measure_anchor(self.metrics, group, self.fp64)
-        first = measure_anchor(self.verdict, group, self.fp64)
-        return measure_anchor(self.metrics, group, self.fp64) if candidate(first) else first
+        others = self.metrics[1:]  # the primary is first (OracleParams.metric_names)
+
+        def more(first: AnchorMetrics) -> list[Metric]:
+            return others if candidate(first) else []
+
+        return measure_anchor(self.verdict, group, self.fp64, more)
 
     def candidate(
         self,
