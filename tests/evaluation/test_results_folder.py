@@ -158,3 +158,24 @@ def test_totals_per_model_and_faulty_library() -> None:
         "| n | paddle | 1 | 1/1 | 1/1 | 1/1 |",
         "| **all** | **all** | 4 | 3/4 | 2/4 | 2/4 |",
     ]
+
+
+def test_rows_of_other_settings_are_dropped(tmp_path) -> None:
+    from anpred.evaluation.results import model_settings
+
+    spec = FaultSpec.from_dict({"stage": "s2", "op": "*", "kind": "bf16", "severity": 1})
+    said: list[str] = []
+    folder = ResultsFolder(tmp_path)
+    first = model_settings("m", "all", 2, "stage", 4, ("torch[compile]",))
+    assert folder.start_model("m", first, said.append) is False
+    folder.add("m", fault_key("onnxruntime", spec), None, "matches no node")
+    again = ResultsFolder(tmp_path)
+    assert again.start_model("m", first, said.append) is False and said == []
+    assert again.done("m", fault_key("onnxruntime", spec))
+    # a calibration on another population judges every run differently: dropped, said
+    other = model_settings("m", "all", 2, "stage", 4, ())
+    assert again.start_model("m", other, said.append) is True
+    assert "other settings (calibrated_on)" in said[0] and not again.done(
+        "m", fault_key("onnxruntime", spec)
+    )
+    assert not ResultsFolder(tmp_path).done("m", fault_key("onnxruntime", spec))

@@ -404,16 +404,23 @@ def evaluate(
     folders = EvalStore(out)
     kept = ResultsFolder(results if results is not None else out)
     for model in grid.models:
-        kept.start_model(
+        stale = kept.start_model(
             model,
-            model_settings(model, grid.libs, grid.images, grid.granularity, grid.calibration),
+            model_settings(
+                model,
+                grid.libs,
+                grid.images,
+                grid.granularity,
+                grid.calibration,
+                fp32_configurations(grid.configurations),
+            ),
             say,
         )
         result = _read_back(grid, model, folders, kept, reanalyse, say)
         if result is None:
             result = _run_model(
-                grid, model, folders, kept, say, threads, parallel, reanalyse, executor,
-                keep_captures,
+                grid, model, folders, kept, say, threads, parallel, reanalyse or stale,
+                executor, keep_captures,
             )  # fmt: skip
         done.append(result)
         kept.write_tables(grid.models)

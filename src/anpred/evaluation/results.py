@@ -121,15 +121,25 @@ def _typed(row: dict[str, str]) -> dict[str, Any]:
 
 
 def model_settings(
-    model: str, libs: str, images: int, granularity: str, calibration: int
+    model: str,
+    libs: str,
+    images: int,
+    granularity: str,
+    calibration: int,
+    calibrated_on: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What a model's rows depend on besides the fault: reused only when these match."""
+    """What a model's rows depend on besides the fault: reused only when these match.
+
+    ``calibrated_on``: the fp32 configurations the calibration run adds to ``libs`` (the
+    oracle's thresholds, hence every verdict, depend on them).
+    """
     settings: dict[str, Any] = {
         "model": model,
         "libs": libs,
         "images": images,
         "granularity": granularity,
         "calibration": calibration,
+        "calibrated_on": list(calibrated_on) if calibration else [],
     }
     if model.endswith(".onnx") and Path(model).is_file():
         settings["sha256"] = hashlib.sha256(Path(model).read_bytes()).hexdigest()
@@ -199,15 +209,18 @@ class ResultsFolder:
         path = self.records(model) / SETTINGS
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def start_model(self, model: str, settings: dict[str, Any], say: Say) -> None:
-        """Keep the model's records if made with ``settings``; else drop them, said."""
+    def start_model(self, model: str, settings: dict[str, Any], say: Say) -> bool:
+        """Keep the model's records if made with ``settings``; else drop them, said, and
+        return True (its runs still in the run store are then judged again).
+        """
         known = self.settings(model)
-        if known is not None and known != settings:
+        stale = known is not None and known != settings
+        if stale:
             changed = sorted(k for k in {*known, *settings} if known.get(k) != settings.get(k))
             say(
                 f"== {model}: the results in {self.root} were made with other settings "
-                f"({', '.join(changed)}): its {len(self.rows.get(model, {}))} fault rows "
-                "are run again"
+                f"({', '.join(changed)}): its {len(self.rows.get(model, {}))} fault rows are "
+                "dropped (runs still in the run store are judged again, the others run again)"
             )
             with self._lock:
                 self.rows.pop(model, None)
@@ -216,6 +229,7 @@ class ResultsFolder:
                     (self.records(model) / name).unlink(missing_ok=True)
                 self._write_rows()
         _write_text(self.records(model) / SETTINGS, json.dumps(settings, indent=1) + "\n")
+        return stale
 
     def done(self, model: str, key: tuple[str, ...]) -> bool:
         """Whether the fault ``key`` of ``model`` has its row or its skip recorded."""
@@ -259,11 +273,12 @@ class ResultsFolder:
 
     def _write_rows(self) -> None:
         rows = [r for per in self.rows.values() for r in per.values()]
-        if rows:
-            _write_text(self.store.faults_csv_path, _csv_text(rows))
         skipped = [r for per in self.skipped.values() for r in per.values()]
-        if skipped:
-            _write_text(self.root / SKIPPED, _csv_text(skipped))
+        for path, records in ((self.store.faults_csv_path, rows), (self.root / SKIPPED, skipped)):
+            if records:
+                _write_text(path, _csv_text(records))
+            else:  # every record dropped (other settings)
+                path.unlink(missing_ok=True)
 
     def write_summary(self, model: str, which: str, summary: Summary) -> None:
         """Record the clean run's (``which="clean"``) or configuration study's summary."""
