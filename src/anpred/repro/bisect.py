@@ -7,8 +7,13 @@ participant's own settings, the bisection runs the reduced case with every singl
 flipped to each of its other values (one trial, every variant a worker of its own), then,
 if no single flip removes the error, every pair (at most :data:`MAX_PAIRS`). A variant
 *shows the error* when its error at the target operator is beyond the reproducer's
-threshold (the floor's, ``floor.json``), as the script judges. The cause is the smallest set
-of flips whose variant does not show it: the setting that turns the error on.
+threshold (the floor's, ``floor.json``), as the script judges, **and** within
+:data:`~anpred.repro.symptom.SYMPTOM_FACTOR` of the participant's own settings' error: an
+error that drops by more than that factor is not the same error any more, even where what
+remains is still above the floor (MNN's Winograd error on the light models' long dot
+products falls 17x without Winograd, to the single-accumulator error TensorFlow's oneDNN
+convolution has there too). The cause is the smallest set of flips whose variant does not
+show it: the setting that turns the error on.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from anpred.library import get_library
 from anpred.participants import REFERENCE64, Participant
 from anpred.progress import Say
 from anpred.repro.subgraph import StageCases, batch_graph, prefix
+from anpred.repro.symptom import SYMPTOM_FACTOR
 from anpred.repro.trial import run_trial
 
 if TYPE_CHECKING:
@@ -140,11 +146,17 @@ def bisect_finding(
     record["trials"] = first
     if not first[0]["shows"]:
         return {**record, "reason": "the participant's own settings do not show the error here"}
+    own = first[0]["error"]
+    record["own_error"] = own
+    for row in first:
+        _same_error(row, own)
     gone = [r for r in first[1:] if r["shows"] is False]
     if not gone:
         pairs = candidate_flips(base, library.switches, 2)[:MAX_PAIRS]
         if pairs:
             second = run(pairs, 2)
+            for row in second:
+                _same_error(row, own)
             record["trials"] = first + second
             gone = [r for r in second if r["shows"] is False]
     if not gone:
@@ -156,3 +168,16 @@ def bisect_finding(
     }
     record["alternatives"] = [r["flipped"] for r in gone if r is not best]
     return record
+
+
+def _same_error(row: dict[str, Any], own: float) -> None:
+    """Mark ``row`` as not showing the error when its error fell by more than the symptom
+    factor from ``own`` (the module doc); ``remains`` says whether what is left is still
+    above the threshold.
+    """
+    error = row["error"]
+    if error is None or not row["shows"]:
+        return
+    if error < own / SYMPTOM_FACTOR:
+        row["shows"] = False
+        row["remains_above_threshold"] = True

@@ -175,6 +175,7 @@ def write_folder(folder: Path, context: RunContext, reduction: Reduction,
         assert reduction.check is not None
         floor = write_case_files(folder, context, reduction)
         record = replace(record, status=Status.NO_SCRIPT, ops_in_case=reduction.case.size,
+                         case_nodes=list(reduction.case.nodes),
                          minimal=reduction.minimal, case_error=reduction.check.error,
                          case_ratio=reduction.check.ratio, floor=floor)  # fmt: skip
         model = onnx.load(str(folder / "model.onnx"))

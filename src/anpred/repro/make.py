@@ -29,6 +29,7 @@ from anpred.interchange.drill_graph import DrillGraph, build_drill_graph
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import REFERENCE64, parse_participant
 from anpred.progress import Say, quiet
+from anpred.repro.folder import write_folder
 from anpred.repro.record import REPRO_FOLDER, ReproRecord, Status, write_index
 from anpred.repro.reduce import Reducer, Reduction
 from anpred.repro.subgraph import StageCases
@@ -55,6 +56,9 @@ class ReproOptions:
         threads: Threads per worker; ``parallel``: workers at a time;
             ``timeout``: seconds per worker.
         keep_work: Keep the trials' run stores (``OUT/work``) for inspection.
+        baseline: Also write the stage cut alone as a reproducer (``<folder>.stage``), the
+            baseline ``benchmarks/bench_repro.py`` compares with; its verification goes
+            into the record's ``stage_baseline``.
     """
 
     finding: str | None = None
@@ -65,6 +69,7 @@ class ReproOptions:
     parallel: int = 2
     timeout: float | None = None
     keep_work: bool = False
+    baseline: bool = False
 
 
 @dataclass
@@ -231,8 +236,6 @@ def make_reproducers(run_dir: Path, options: ReproOptions, say: Say = quiet) -> 
     Raises:
         UsageError: Not an analysed run with a drill-down, or an unknown ``--finding``.
     """
-    from anpred.repro.folder import write_folder
-
     drill = load_drill_down(run_dir)
     symptoms = select(drilled_findings(drill), options.finding, drill)
     if not symptoms:
@@ -247,6 +250,8 @@ def make_reproducers(run_dir: Path, options: ReproOptions, say: Say = quiet) -> 
         folder = out / _safe(symptom.label)
         reduction = reduce_finding(context, symptom, out / "work" / _safe(symptom.label))
         record = write_folder(folder, context, reduction, options, say)
+        if options.baseline:
+            record = _with_baseline(record, folder, context, reduction, options, say)
         records.append(replace(record, folder=folder.name))
         say(f"repro {symptom.label}: {record.status}"
             + (f" ({record.reason})" if record.reason else "")
@@ -279,3 +284,25 @@ def _refresh_report(run_dir: Path, say: Say) -> None:
     store = RunStore(run_dir)
     path = write_report(run_dir, Summary.from_dict(store.read_summary()))
     say(f"repro: report {path} links the reproducers")
+
+
+def _with_baseline(
+    record: ReproRecord,
+    folder: Path,
+    context: RunContext,
+    reduction: Reduction,
+    options: ReproOptions,
+    say: Say,
+) -> ReproRecord:
+    """``record`` with the stage cut's own verification (``options.baseline``)."""
+    tried = reduction.stage_case
+    if tried is None or not tried.check.reproduces:
+        return record
+    stage = replace(reduction, case=tried.case, check=tried.check, trial=reduction.stage_trial,
+                    index=reduction.stage_index, minimal=tried.case.size <= 1)  # fmt: skip
+    alone = write_folder(folder.with_name(folder.name + ".stage"), context, stage,
+                         replace(options, bisect=False), say)  # fmt: skip
+    baseline = {**record.stage_baseline, "status": alone.status,
+                "standalone_reason": alone.reason,
+                "folder_bytes": alone.folder_bytes, "case_nodes": alone.case_nodes}  # fmt: skip
+    return replace(record, stage_baseline=baseline)

@@ -37,6 +37,10 @@ def _bisect_lines(record: ReproRecord) -> list[str]:
         flips = ", ".join(f"`{k}`: {v['from']!r} → {v['to']!r}" for k, v in b["cause"].items())
         lines.append(f"The error disappears when {flips} (the smallest set of the library's "
                      f"switches that does it; {b.get('runs', 0)} runs).")  # fmt: skip
+        if any(t.get("remains_above_threshold") and t["flipped"] == {k: v["to"] for k, v in
+               b["cause"].items()} for t in b.get("trials", [])):  # fmt: skip
+            lines.append("What remains is smaller by more than the symptom factor but still "
+                         "above the threshold: another, smaller error.")  # fmt: skip
     else:
         lines.append(f"No set of the library's declared switches (at most "
                      f"{b.get('max_size', 0)} at a time) makes it disappear: "

@@ -49,7 +49,7 @@ class ReproRecord:
         status: :class:`Status` word.
         reason: Why it is not verified (empty when it is).
         folder: The reproducer's folder (relative to the index's folder).
-        ops_in_case: Operators in ``model.onnx``.
+        ops_in_case: Operators in ``model.onnx``; ``case_nodes``: their node names.
         ops_in_stage: Operators of the drilled stage.
         ops_in_model: Operators of the run's model.
         minimal: Whether no operator of the case can be removed.
@@ -80,6 +80,7 @@ class ReproRecord:
     reason: str = ""
     folder: str = ""
     ops_in_case: int = 0
+    case_nodes: list[str] = field(default_factory=list)
     ops_in_stage: int = 0
     ops_in_model: int = 0
     minimal: bool = False

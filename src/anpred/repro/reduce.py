@@ -55,6 +55,7 @@ class Reduction:
             was tried and rejected, or it has one operator).
         tried: Every case tried, in order.
         stage_ops: Operators of the stage.
+        stage_trial: The first round's trial, which judged the stage cut at ``stage_index``.
     """
 
     symptom: Symptom
@@ -66,6 +67,8 @@ class Reduction:
     minimal: bool
     tried: list[Tried] = field(default_factory=list)
     stage_ops: int = 0
+    stage_trial: TrialResult | None = None
+    stage_index: int = 0
 
     @property
     def rounds(self) -> int:
@@ -170,7 +173,7 @@ class Reducer:
                         break  # windows grow: the first that shows it is the smallest
         if best is None:
             return Reduction(self.symptom, None, None, None, -1, stage_tried, False,
-                             self.tried, len(domain))  # fmt: skip
+                             self.tried, len(domain), self.trials[0], len(first) - 1)  # fmt: skip
         minimal = best[0].size <= 1
         for _ in range(MAX_SHRINK_ROUNDS):
             if minimal:
@@ -197,4 +200,4 @@ class Reducer:
             minimal = c.size <= 1
         case, found, trial, index = best
         return Reduction(self.symptom, case, found, trial, index, stage_tried, minimal,
-                         self.tried, len(domain))  # fmt: skip
+                         self.tried, len(domain), self.trials[0], len(first) - 1)  # fmt: skip
