@@ -59,6 +59,7 @@ def summary_as(participant: str, findings: bool = True) -> Summary:
     if not findings:
         raw["findings"] = []
         raw["localization"]["blame"]["sole_counts"][participant] = 0
+        raw["localization"]["blame"]["counts"][participant] = 0
         for per in raw["baselines"].values():
             per[participant] = {"passed": True, "failed_inputs": []}
     return Summary.from_dict(raw)
@@ -130,7 +131,7 @@ def test_a_detected_bug_scores_like_an_injected_fault(monkeypatch: pytest.Monkey
     monkeypatch.setattr(kb, "installed_version", lambda lib: None)
     bug = KnownBug.from_dict(entry())
     row = score_bug(bug, summary_as(BUGGY), summary_as(FIXED, findings=False))
-    assert row["detected"] and row["library_blamed"]
+    assert row["detected"] and row["library_blamed"] and row["blamed_jointly"]
     assert row["first_anchor"] == "s2" and row["stage_ok"] is True
     assert row["flagged_anchors"] == ["s2", "output"]
     assert row["operator"] is None and row["operator_ok"] is False  # the golden run has no drill
@@ -153,6 +154,7 @@ def test_a_missed_bug_and_findings_on_the_fixed_release(monkeypatch: pytest.Monk
     # the "buggy" run clean, the "fixed" one flagged: a miss plus false findings
     row = score_bug(bug, summary_as(BUGGY, findings=False), summary_as(FIXED))
     assert not row["detected"] and not row["library_blamed"] and row["stage_ok"] is None
+    assert not row["blamed_jointly"]
     assert row["false_findings_fixed"] == 2  # s2 and the output
     assert row["baseline_fp:polygraphy_allclose"] and not row["baseline:polygraphy_allclose"]
     assert bug_outcome(row).startswith("missed by anpred; 0/6 baselines flag it; 2 false")

@@ -272,7 +272,9 @@ def score_bug(bug: KnownBug, buggy: Summary, fixed: Summary) -> dict[str, Any]:
 
     Returns:
         ``detected`` (the buggy release has findings), ``library_blamed`` (blamed alone by
-        consensus on at least half the inputs, as for injected faults), ``first_anchor``
+        consensus on at least half the inputs, as for injected faults), ``blamed_jointly``
+        (blamed on at least half, possibly with another participant that deviates the same
+        way: two libraries may share a bug), ``first_anchor``
         (its first flagged anchor), ``stage_ok`` (that anchor is ``where.stage``; ``None``
         when the entry names no stage), ``operator`` / ``node`` (what the drill-down named),
         ``operator_ok``, ``false_findings_fixed`` (anchors flagged for the fixed release),
@@ -295,6 +297,7 @@ def score_bug(bug: KnownBug, buggy: Summary, fixed: Summary) -> dict[str, Any]:
         "operator_known": bug.where["operator"],
         "detected": bool(flagged),
         "library_blamed": blame.sole_counts.get(bp, 0) / max(1, blame.n_inputs) >= 0.5,
+        "blamed_jointly": blame.counts.get(bp, 0) / max(1, blame.n_inputs) >= 0.5,
         "first_anchor": flagged[0] if flagged else None,
         "flagged_anchors": flagged,
         "stage_ok": (flagged[0] == expected_stage) if expected_stage and flagged else None,

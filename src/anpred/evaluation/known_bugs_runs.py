@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,10 @@ def evaluate_known_bugs(
     threads: int = 1,
     parallel: int = 1,
     root: Path | None = None,
+    on_row: Callable[[dict[str, Any]], object] | None = None,
 ) -> list[dict[str, Any]]:
-    """Both runs of every bug (or of ``only``), scored; one row per bug, in file order.
+    """Both runs of every bug (or of ``only``), scored; one row per bug, in file order
+    (each also handed to ``on_row`` as soon as it is scored).
 
     A bug whose runs could not finish gets a row with ``error`` and nothing scored.
     """
@@ -114,6 +116,8 @@ def evaluate_known_bugs(
         except UsageError as err:
             rows.append({"id": bug.id, "library": bug.library, "error": str(err)})
             say(f"   {err}")
+            if on_row is not None:
+                on_row(rows[-1])
             continue
         summaries = {}
         errors = []
@@ -127,11 +131,15 @@ def evaluate_known_bugs(
         if errors:
             rows.append({"id": bug.id, "library": bug.library, "error": "; ".join(errors)})
             say("   " + "; ".join(errors))
+            if on_row is not None:
+                on_row(rows[-1])
             continue
         row = score_bug(bug, summaries["buggy"], summaries["fixed"])
         row["seconds"] = round(time.monotonic() - started, 1)
         rows.append(row)
         say(f"   {bug.id}: {bug_outcome(row)} ({row['seconds']:.0f} s)")
+        if on_row is not None:
+            on_row(row)
     return rows
 
 
@@ -152,7 +160,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     (``buggy flagged / fixed flagged``).
     """
     baselines = sorted({k.split(":", 1)[1] for r in rows for k in r if k.startswith("baseline:")})
-    head = ["bug", "buggy → fixed", "detected", "library blamed", "first flagged anchor",
+    head = ["bug", "buggy → fixed", "detected", "library blamed alone", "first flagged anchor",
             "operator named (known)", "false findings on fixed",
             "output rel L2 buggy / fixed", *baselines]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -165,7 +173,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
                 r["id"],
                 f"{r['buggy']} → {r['fixed'].split('@', 1)[1]}",
                 _cell(r["detected"]),
-                _cell(r["library_blamed"]),
+                _cell(r["library_blamed"])
+                + ("" if r["library_blamed"] or not r.get("blamed_jointly") else " (jointly)"),
                 _cell(r["first_anchor"]),
                 f"{named} ({r['operator_known']})",
                 _cell(r["false_findings_fixed"]),
@@ -217,5 +226,8 @@ def run_known_bugs(
     from anpred.evaluation.known_bugs import load_known_bugs
 
     bugs = load_known_bugs(config)
-    rows = evaluate_known_bugs(bugs, out, say, only, threads, parallel)
-    return write_results(rows, results or out)
+    folder = results or out
+    rows = evaluate_known_bugs(
+        bugs, out, say, only, threads, parallel, on_row=lambda row: write_results([row], folder)
+    )
+    return write_results(rows, folder)
