@@ -112,6 +112,15 @@ def write_readme(folder: Path, record: ReproRecord) -> None:
         f"{'no operator can be removed' if record.minimal else 'not shown minimal'}; "
         f"{record.cases_tried} cases judged in {record.rounds} rounds.",
         "",
+        *(
+            [
+                "This participant carries a fault injected by `anpred inject` (the run's "
+                "ground truth), not an error of the library itself.",
+                "",
+            ]
+            if "!" in record.participant
+            else []
+        ),
         *_bisect_lines(record),
         "Files: `model.onnx` (inputs `x0`.., output `y`), `inputs.npz`, `expected_fp64.npz`, "
         "`floor.json`, the script, `repro.json` (everything above as data).",
