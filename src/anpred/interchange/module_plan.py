@@ -63,8 +63,9 @@ def module_plan(
     """
     import torch
 
-    paths = candidates(model, granularity)
     modules = dict(model.named_modules())
+    # a module registered under two paths is one module, named by its first path
+    paths = [path for path in candidates(model, granularity) if path in modules]
     calls: dict[str, int] = {}
     outputs: dict[str, list[Any]] = {}
     order: list[str] = []

@@ -384,17 +384,19 @@ def load_user_module(folder: Path) -> tuple[Any, str]:
 def fed_module(module: Any, record: ModuleRecord) -> Any:
     """``module``, taking the one array a runner feeds, whatever inputs it has.
 
-    One float input is fed as it is. Otherwise the feed is the float32 vector the inputs
-    are packed into (:mod:`anpred.interchange.packing`), or one integer/bool input carried
-    in float: the module's class is swapped for a subclass whose ``forward`` unpacks the
-    feed, restores each input's dtype (floating inputs keep the feed's, the compute dtype)
-    and calls the original ``forward``. The instance stays the same object, so module paths,
-    hooks, ``deepcopy`` and ``torch.compile`` see the user's module.
+    One float input taken by position is fed as it is. Otherwise the feed is the float32
+    vector the inputs are packed into (:mod:`anpred.interchange.packing`), one integer/bool
+    input carried in float, or one input taken by name: the module's class is swapped for a
+    subclass whose ``forward`` unpacks the feed, restores each input's dtype (floating
+    inputs keep the feed's, the compute dtype) and calls the original ``forward``. The
+    instance stays the same object, so module paths, hooks, ``deepcopy`` and
+    ``torch.compile`` see the user's module.
     """
     import torch
 
     inputs = record.inputs
-    if len(inputs) == 1 and inputs[0].dtype.startswith(("float", "bfloat")):
+    one_float = len(inputs) == 1 and inputs[0].dtype.startswith(("float", "bfloat"))
+    if one_float and not record.keywords:
         return module
     from anpred.interchange.packing import layout
 

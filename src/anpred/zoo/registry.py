@@ -21,6 +21,9 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 def _load_builtin() -> None:
     from anpred.zoo import torchvision_models, ultralytics_models  # noqa: F401
 
+    # isort: split
+    from anpred.zoo import transformer_models  # noqa: F401  (registered last: listing order)
+
 
 def get_model(name: str) -> ModelSpec:
     """Return the zoo entry ``name``.
@@ -47,3 +50,12 @@ def builders() -> dict[str, Callable[[], object]]:
     """Return the builder of every zoo model by name."""
     _load_builtin()
     return {name: spec.build for name, spec in _MODELS.items()}
+
+
+def module_source(model: str) -> str:
+    """The module source a zoo model that takes no image runs from (a transformer), else
+    ``model`` unchanged (an image model of the zoo, an ONNX path, a user's module).
+    """
+    _load_builtin()
+    spec = _MODELS.get(model)
+    return spec.module_source if spec is not None and spec.module_source else model

@@ -45,6 +45,10 @@ class ModelSpec:
         build: Builds the architecture with framework-default (seeded) initialisation.
         plan: Returns the anchor plan of a built model at a granularity.
         notes: One line shown by ``anpred models``.
+        module_source: For a model whose inputs are not an image (token ids, a waveform):
+            the ``file.py:function`` source it runs from as a user's torch module does
+            (:mod:`anpred.interchange.user_module`; its example inputs and module-tree
+            anchor plan come with it); ``None`` for an image model.
     """
 
     name: str
@@ -55,3 +59,4 @@ class ModelSpec:
     build: Callable[[], Any] = field(repr=False)
     plan: Callable[[Any, str], list[Anchor]] = field(repr=False)
     notes: str = ""
+    module_source: str | None = None

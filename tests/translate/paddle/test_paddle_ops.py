@@ -149,7 +149,42 @@ def _cases() -> list[Case]:
     ]
     cases += _tensor_cases(x4)
     cases += _resize_cases()
+    cases += _transformer_cases()
     return cases
+
+
+def _group_norm_2(x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """GroupNormalization of ``x`` (N, C, T) with 2 groups, per-channel scale and bias."""
+    groups = x.reshape(x.shape[0], 2, -1)
+    mean, var = groups.mean(-1, keepdims=True), groups.var(-1, keepdims=True)
+    y = ((groups - mean) / np.sqrt(var + 1e-5)).reshape(x.shape)
+    return y * scale[:, None] + bias[:, None]
+
+
+def _transformer_cases() -> list[Case]:
+    """Ops of the zoo's transformers (opset 17 and the fused opset-23 export) and magika."""
+    x3, c4 = rand(2, 6, 8), rand(2, 4, 10)  # (batch, tokens, hidden), (batch, channels, time)
+    q, k, v = rand(1, 4, 6, 8), rand(1, 2, 6, 8), rand(1, 2, 6, 8)  # grouped-query heads
+    return [
+        Case("elementwise", "And", [rand(5, 6) > 0, rand(6) > 0]),
+        Case("nn", "InstanceNormalization", [c4, st(rand(4), np.float32),
+                                             st(rand(4), np.float32)], {"epsilon": 1e-5}),
+        # the reference evaluator computes opset-21 GroupNormalization's statistics in float32
+        # (stash_type 1), 5.7e-8 from float64: compare with the defining formula instead
+        Case("nn", "GroupNormalization", [c4, st(rand(4), np.float32), st(rand(4), np.float32)],
+             {"num_groups": 2}, opset=21, expect=_group_norm_2),
+        Case("nn", "GroupNormalization", [c4, st(rand(2), np.float32), st(rand(2), np.float32)],
+             {"num_groups": 2}, opset=18, label="per_group"),
+        Case("nn", "RMSNormalization", [x3, st(rand(8), np.float32)], {"epsilon": 1e-6},
+             opset=23),
+        Case("matmul", "Attention", [q, k, v], {"is_causal": 1}, opset=23, label="gqa_causal"),
+        Case("matmul", "Attention", [rand(1, 4, 6, 8), rand(1, 4, 6, 8), rand(1, 4, 6, 8),
+                                     rand(6, 6) > -0.5], opset=23, label="bool_mask"),
+        Case("tensor", "GatherElements", [x3, st(np.arange(16).reshape(2, 1, 8) % 6)],
+             {"axis": 1}),
+        Case("tensor", "GatherND", [x3, st(np.array([[0, 5], [1, 2]]))]),
+        Case("reduce", "ReduceL2", [c4, st([2])], {"keepdims": 1}, opset=18),
+    ]
 
 
 def _nn_cases(x4: np.ndarray) -> list[Case]:

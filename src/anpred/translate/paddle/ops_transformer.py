@@ -1,6 +1,6 @@
-"""Ops of transformer and audio graphs with paddle kernels: RMS/Lp normalisation, Hardmax,
-GatherElements, TopK, GridSample, the NLL and softmax cross-entropy losses,
-ScatterElements.
+"""Ops of transformer and audio graphs with paddle kernels: RMS/Lp/instance/group
+normalisation, Hardmax, GatherElements, GatherND, TopK, GridSample, the NLL and softmax
+cross-entropy losses, ScatterElements.
 
 RMSNormalization is composed (``paddle.rsqrt`` of the mean square): paddle's fused
 ``rms_norm`` kernels are GPU-oriented incubate APIs. Float attributes are float32 values.
@@ -26,6 +26,33 @@ def rms_norm(call: NodeCall, x: Tensor, scale: Tensor) -> Tensor:
     eps = float(np.float32(call.attr("epsilon", 1e-5)))
     square = paddle.mean(paddle.square(x), axis=list(range(axis, x.ndim)), keepdim=True)
     return x * paddle.rsqrt(square + eps) * scale
+
+
+@register("paddle", "InstanceNormalization")
+def instance_norm(call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor) -> Tensor:
+    """ONNX InstanceNormalization: per sample and channel over the spatial axes;
+    ``F.instance_norm`` (the legacy torch exporter writes wav2vec2's GroupNorm with one
+    channel per group as this op).
+    """
+    eps = float(np.float32(call.attr("epsilon", 1e-5)))
+    return F.instance_norm(x, weight=scale, bias=bias, eps=eps)
+
+
+@register("paddle", "GroupNormalization")
+def group_norm(call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor) -> Tensor:
+    """ONNX GroupNormalization: ``num_groups`` groups of channels; ``F.group_norm`` (NCHW
+    layouts of any rank).
+
+    Opset 21 gives scale and bias per channel; opset 18 gave them per group (repeated to
+    the group's channels here, ``paddle.repeat_interleave``).
+    """
+    groups = int(call.attr("num_groups"))
+    channels = int(x.shape[1])
+    if int(scale.shape[0]) == groups and groups != channels:
+        scale = paddle.repeat_interleave(scale, channels // groups)
+        bias = paddle.repeat_interleave(bias, channels // groups)
+    eps = float(np.float32(call.attr("epsilon", 1e-5)))
+    return F.group_norm(x, groups, epsilon=eps, weight=scale, bias=bias)
 
 
 @register("paddle", "LpNormalization")
@@ -119,3 +146,26 @@ def scatter_elements(call: NodeCall, x: Tensor, indices: Tensor, updates: Tensor
     indices = paddle.where(indices < 0, indices + x.shape[axis], indices)
     reduce = _SCATTER_REDUCE[call.attr("reduction", "none")]
     return paddle.put_along_axis(x, indices, updates, axis, reduce=reduce, broadcast=False)
+
+
+@register("paddle", "GatherND")
+def gather_nd(call: NodeCall, x: Tensor, indices: Tensor) -> Tensor:
+    """ONNX GatherND: ``paddle.gather_nd``; negative indices wrapped; ``batch_dims`` leading
+    dimensions shared by data and indices are flattened into one and prepended as an index
+    column (``paddle.gather_nd`` has no batch dimensions).
+    """
+    batch = int(call.attr("batch_dims", 0))
+    depth = int(indices.shape[-1])
+    dims = paddle.to_tensor(list(x.shape[batch : batch + depth]), dtype=indices.dtype)
+    indices = paddle.where(indices < 0, indices + dims, indices)
+    if batch == 0:
+        return paddle.gather_nd(x, indices)
+    lead = list(x.shape[:batch])
+    count = int(np.prod(lead))
+    data = paddle.reshape(x, [count, *x.shape[batch:]])
+    middle = list(indices.shape[batch:-1])
+    index = paddle.reshape(indices, [count, int(np.prod(middle)), depth])
+    rows = paddle.arange(count, dtype=indices.dtype).reshape([count, 1, 1])
+    rows = paddle.expand(rows, [count, index.shape[1], 1])
+    gathered = paddle.gather_nd(data, paddle.concat([rows, index], axis=-1))
+    return paddle.reshape(gathered, [*lead, *middle, *x.shape[batch + depth :]])
