@@ -13,6 +13,7 @@ import pytest
 
 import anpred
 from anpred.errors import UsageError
+from anpred.settings import ExecutionSettings, RunOptions
 from anpred.store.outcome import Status
 
 ROOT = Path(__file__).parents[1]
@@ -90,10 +91,10 @@ def test_calibration_and_drill_reach_the_pipeline_as_on_the_command_line(
 ) -> None:
     from anpred.pipeline import run as pipeline
 
-    calls: list[dict[str, object]] = []
+    calls: list[ExecutionSettings] = []
 
-    def fake_run(settings: object, directory: Path, **kwargs: object) -> object:
-        calls.append(kwargs)
+    def fake_run(options: object, directory: Path, settings: ExecutionSettings) -> object:
+        calls.append(settings)
         golden = anpred.load(GOLDEN)
         return pipeline.RunOutcome(golden.dir, golden.summary, 1)
 
@@ -101,14 +102,14 @@ def test_calibration_and_drill_reach_the_pipeline_as_on_the_command_line(
     run = anpred.run("tiny.onnx", out=tmp_path / "run", progress=None)
     assert run.exit_code == 1 and run.dir == GOLDEN
     # the defaults of `anpred run`: a cached calibration if one fits, drill-down on findings
-    assert calls[-1]["calibration"] == "auto" and calls[-1]["drill"] is True
+    assert calls[-1].calibration == "auto" and calls[-1].drill is True
     anpred.run("tiny.onnx", out=tmp_path / "run", calibration="off", drill=False, threads=2)
-    assert calls[-1]["calibration"] == "off" and calls[-1]["drill"] is False
-    assert calls[-1]["threads"] == 2
+    assert calls[-1].calibration == "off" and calls[-1].drill is False
+    assert calls[-1].threads == 2
     path = tmp_path / "calibration.json"
     path.write_text("{}")  # checked for fit by the pipeline, once the model is exported
     anpred.run("tiny.onnx", out=tmp_path / "run", calibration=path)
-    assert calls[-1]["calibration"] == str(path.resolve())
+    assert calls[-1].calibration == str(path.resolve())
 
 
 def test_the_readme_example_runs(
@@ -163,10 +164,10 @@ def test_run_flags_reach_the_pipeline_from_the_api_as_from_the_command_line(
 ) -> None:
     from anpred.pipeline import run as pipeline
 
-    calls: list[tuple[object, dict[str, object]]] = []
+    calls: list[tuple[RunOptions, ExecutionSettings]] = []
 
-    def fake_run(settings: object, directory: Path, **kwargs: object) -> object:
-        calls.append((settings, kwargs))
+    def fake_run(options: RunOptions, directory: Path, settings: ExecutionSettings) -> object:
+        calls.append((options, settings))
         golden = anpred.load(GOLDEN)
         return pipeline.RunOutcome(golden.dir, golden.summary, 0)
 
@@ -185,16 +186,16 @@ def test_run_flags_reach_the_pipeline_from_the_api_as_from_the_command_line(
         image=["a.jpg"],
         keep_captures="all",
     )
-    settings, kwargs = calls[-1]
-    assert kwargs["max_memory"] == 2 * 2**30 and kwargs["export_timeout"] == 60.0
-    assert kwargs["parallel"] == 2 and kwargs["keep_captures"] == "all"
-    assert settings.isolation is False and settings.mean == (0.5, 0.5, 0.5)  # type: ignore[attr-defined]
-    assert settings.std == (0.25,) and settings.input_shapes == ("1x3x32x32",)  # type: ignore[attr-defined]
-    assert settings.image_paths == ("a.jpg",)  # type: ignore[attr-defined]
+    options, settings = calls[-1]
+    assert settings.max_memory == 2 * 2**30 and settings.export_timeout == 60.0
+    assert settings.parallel == 2 and settings.keep_captures == "all"
+    assert options.isolation is False and options.mean == (0.5, 0.5, 0.5)
+    assert options.std == (0.25,) and options.input_shapes == ("1x3x32x32",)
+    assert options.image_paths == ("a.jpg",)
     anpred.run("tiny.onnx", out=tmp_path / "run", progress=None, max_memory="none")
-    assert calls[-1][1]["max_memory"] is None
+    assert calls[-1][1].max_memory is None
     anpred.run("tiny.onnx", out=tmp_path / "run", progress=None)
-    assert calls[-1][1]["max_memory"] == "default"
+    assert calls[-1][1].max_memory == "default"
 
 
 @pytest.mark.parametrize(

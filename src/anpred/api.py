@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
+from anpred.repro.record import REPRO_FOLDER, ReproRecord, load_reproducers
 from anpred.store.summary import Anchor, Finding, Localization, ParticipantRecord, Summary
 
 if TYPE_CHECKING:
@@ -31,6 +32,10 @@ Progress = Callable[[str], None]
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _silent(_message: str) -> None:
+    """Say nothing (``progress=None``)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,11 @@ class Run:
     def anchors(self) -> tuple[Anchor, ...]:
         """The anchors in topological order, final output last."""
         return self.summary.anchors
+
+    @property
+    def reproducers(self) -> list[ReproRecord]:
+        """The reproducers ``anpred repro`` wrote into the run's ``repro/`` (empty: none)."""
+        return load_reproducers(self.dir / REPRO_FOLDER)
 
     @property
     def deviations(self) -> pandas.DataFrame:
@@ -143,7 +153,7 @@ def _checked(action: argparse.Action, value: Any) -> Any:
 
 def run_parser() -> argparse.ArgumentParser:
     """The flags of ``anpred run`` (the same parser the command line uses)."""
-    from anpred.cli.commands import add_run_flags
+    from anpred.cli.flags import add_run_flags
 
     parser = argparse.ArgumentParser(prog="anpred run", add_help=False)
     add_run_flags(parser)
@@ -311,7 +321,7 @@ def run(
         AnpredError: Bad arguments or input (one-line message), as the CLI reports them.
     """
     given = {k: v for k, v in locals().items() if k not in ("model", "unknown", *API_ONLY)}
-    from anpred.cli.commands import _executor, execution_settings, run_options
+    from anpred.cli.flags import execution_settings, executor_of, run_options
     from anpred.pipeline.run import run as run_pipeline
 
     if unknown:
@@ -337,16 +347,10 @@ def run(
         )
     args = _namespace(str(model), given)
     options = run_options(args)
-    settings = execution_settings(args)
     directory = Path(args.out or Path("runs") / (label or Path(str(model)).stem))
-    with _executor(args) as executor:
-        outcome = run_pipeline(
-            options,
-            directory,
-            say=progress or (lambda _message: None),
-            executor=executor,
-            **settings,
-        )
+    with executor_of(args) as executor:
+        settings = execution_settings(args, executor=executor, say=progress or _silent)
+        outcome = run_pipeline(options, directory, settings)
     return Run(outcome.run_dir, outcome.summary, outcome.exit_code)
 
 

@@ -23,6 +23,7 @@ from anpred.execution.pool import WorkerResult, run_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import Participant
 from anpred.pipeline.run import run_export
+from anpred.settings import ExecutionSettings
 from anpred.store import ParticipantStore, RunStore
 
 INPUT_SHAPE = (1, 8, 16, 16)
@@ -109,16 +110,8 @@ def run_participants(
         "HOME": str(run_dir / "home"),
         "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "home" / "inductor"),
     }
-    return run_workers(
-        run_dir,
-        participants,
-        job,
-        [INPUT_ID],
-        threads=threads,
-        parallel=parallel,
-        timeout=600,
-        env=env,
-    )
+    settings = ExecutionSettings(threads=threads, parallel=parallel, timeout=600, env=env)
+    return run_workers(run_dir, participants, job, [INPUT_ID], settings)
 
 
 def capture(run_dir: Path, participant: str) -> dict[str, np.ndarray]:

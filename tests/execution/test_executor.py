@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from anpred.execution.executor import LocalExecutor, open_executor
+from anpred.execution.executor import LocalExecutor
+from anpred.execution.factory import open_executor
 from anpred.execution.pool import job_assets, worker_env, worker_overlay
 from anpred.execution.ray_executor import pack, rewrite_paths, unpack
 
@@ -19,7 +20,7 @@ from anpred.execution.ray_executor import pack, rewrite_paths, unpack
 def test_the_default_executor_is_local_and_imports_no_ray() -> None:
     code = (
         "import sys\n"
-        "from anpred.execution.executor import open_executor\n"
+        "from anpred.execution.factory import open_executor\n"
         "import anpred.execution.ray_executor, anpred.pipeline.run, anpred.cli.commands\n"
         "assert type(open_executor(None, 2, 1)).__name__ == 'LocalExecutor'\n"
         "print('ray' in sys.modules)\n"

@@ -11,8 +11,8 @@ import pytest
 from anpred.errors import JobFailedError
 from anpred.execution.executor import JobSpec, LocalExecutor
 from anpred.execution.pool import run_job, worker_env
-from anpred.pipeline import run as run_module
-from anpred.pipeline.options import RunOptions
+from anpred.pipeline import model_export as run_module
+from anpred.settings import RunOptions
 from anpred.store import ParticipantStore, RunStore, Status, Step
 
 HERE = Path(__file__).resolve().parent

@@ -124,8 +124,8 @@ def test_an_overlapping_reference_isolates_every_input_as_a_reference_run_first(
     tmp_path: Path,
 ) -> None:
     from anpred.participants import REFERENCE64, parse_participants
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import execute, export_model, prepare_inputs
+    from anpred.settings import ExecutionSettings, RunOptions
 
     model = _tiny_onnx(tmp_path / "tiny.onnx")
     inputs = OBSERVER_INPUTS + 1
@@ -137,8 +137,8 @@ def test_an_overlapping_reference_isolates_every_input_as_a_reference_run_first(
         export = export_model(options, out, lambda _m: None)
         ids = prepare_inputs(options, out, export, None, None)
         participants = parse_participants("torch,onnxruntime")
-        results = execute(options, out, participants, export, ids, lambda _m: None, 1, 2, None,
-                          None, executor)  # fmt: skip
+        settings = ExecutionSettings(parallel=2, executor=executor, say=lambda _m: None)
+        results = execute(options, out, participants, export, ids, settings)
         assert [r.status for r in results.values()] == [Status.OK] * 3, results
         assert list(results) == [REFERENCE64, "torch", "onnxruntime"]
         store = RunStore(out).participant("onnxruntime")

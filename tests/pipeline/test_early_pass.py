@@ -264,14 +264,15 @@ def test_a_chunks_slow_starting_worker_is_waited_for(tmp_path, monkeypatch, tiny
     measured before the fix)."""
     import pyarrow.parquet as pq
 
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import run
+    from anpred.settings import ExecutionSettings, RunOptions
 
     def rows(executor: LocalExecutor | None, name: str) -> list[dict]:
         options = RunOptions(model=str(tiny_onnx), libs=("onnxruntime", "openvino"), images=4)
         out = tmp_path / name
-        run(options, out, lambda _m: None, parallel=2, executor=executor, drill=False,
-            calibration="off", chunk=2)  # fmt: skip
+        settings = ExecutionSettings(parallel=2, executor=executor, drill=False,
+                                     calibration="off", chunk=2, say=lambda _m: None)
+        run(options, out, settings)  # fmt: skip
         table = pq.read_table(out / "deviations.parquet").to_pylist()
         return sorted(table, key=lambda r: (r["participant"], r["input"], r["anchor"]))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -86,6 +86,20 @@ class NodeHooks:
     post: NodeHook | None = None
 
 
+class ParticipantFailure(Exception):
+    """A failure whose message is the participant's error as is, at :attr:`step` (the
+    worker records it without the exception's class name).
+    """
+
+    step: Step = Step.EXECUTE
+
+
+class IsolationUnavailable(Exception):
+    """The runtime cannot run stage isolation; ``str(err)`` is the reason (the worker
+    records ``isolation unavailable: <reason>`` and goes on).
+    """
+
+
 @dataclass
 class Capture:
     """One participant's anchors for one input: arrays plus the layout of each."""
@@ -109,6 +123,12 @@ class Runner(ABC):
     library: str = ""
     #: Whether the runner executes the graph node by node and so applies :class:`NodeHooks`.
     node_hooks: ClassVar[bool] = False
+    #: Called with each step as the runner reaches it (set by the worker, which records it,
+    #: so that a converter that crashes or hangs is named at its step); ``None``: nobody.
+    on_step: Callable[[Step], None] | None = None
+    #: The fp64 reference's anchors for the current input, set by the worker before each
+    #: inference while :attr:`wants_reference` (a converted runtime maps its outputs by them).
+    reference: Mapping[str, np.ndarray] | None = None
 
     def __init__(
         self, settings: Mapping[str, Any] | None = None, hooks: NodeHooks | None = None
@@ -211,3 +231,16 @@ class Runner(ABC):
     def describe_settings(self) -> dict[str, Any]:
         """Settings as run (defaults filled in)."""
         return dict(self.settings)
+
+    @property
+    def wants_reference(self) -> bool:
+        """Whether the next inference needs the fp64 reference's anchors in
+        :attr:`reference` (default: no).
+        """
+        return False
+
+    def conversion_record(self) -> dict[str, Any] | None:
+        """What was converted and how its outputs map to anchors: the participant's
+        conversion record in the run store (default: ``None``, nothing was converted).
+        """
+        return None

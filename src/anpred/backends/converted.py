@@ -31,14 +31,21 @@ import functools
 import importlib.metadata
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from anpred.backends.base import Capture, ModelJob, Runner, Step
+from anpred.backends.base import (  # the two failures are re-exported: runtimes import them here
+    Capture,
+    IsolationUnavailable,
+    ModelJob,
+    ParticipantFailure,
+    Runner,
+    Step,
+)
 from anpred.backends.conversion import one_line
 from anpred.backends.output_map import OutputMap, OutputMapError, map_outputs
 from anpred.library import get_library
@@ -47,12 +54,6 @@ from anpred.zoo.spec import OUTPUT_ANCHOR
 
 class ConversionError(Exception):
     """A converter failed; ``str(err)`` is its one-line reason."""
-
-
-class ParticipantFailure(Exception):
-    """A failure whose message is the participant's error as is, at :attr:`step`."""
-
-    step: Step = Step.EXECUTE
 
 
 class ConversionFailed(ParticipantFailure):
@@ -72,12 +73,6 @@ class OutputMappingFailed(ParticipantFailure):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"output mapping failed: {reason}")
-
-
-class IsolationUnavailable(Exception):
-    """The runtime cannot run stage isolation; ``str(err)`` is the reason (the worker
-    records ``isolation unavailable: <reason>`` and goes on).
-    """
 
 
 @dataclass(frozen=True)
@@ -170,13 +165,9 @@ class ConvertedRunner(Runner):
         return None
 
     # --- the base class's part ------------------------------------------------------------
-
-    #: Called with each step as the runner reaches it (the worker records it, so that a
-    #: converter that crashes or hangs is named at step ``convert``).
-    on_step: Callable[[Step], None] | None = None
-    #: Reference values by anchor key (the fp64 reference's capture of the current input),
-    #: set by the worker while :attr:`wants_reference`; used only by the values rule.
-    reference: Mapping[str, np.ndarray] | None = None
+    # (``on_step`` and ``reference``, declared by ``Runner``: the worker records each step,
+    # so that a converter that crashes or hangs is named at step ``convert``; the reference
+    # is used only by the values rule of the output mapping)
 
     def _set_step(self, step: Step) -> None:
         self.step = step

@@ -37,7 +37,7 @@ NOT_CALIBRATE_FLAGS = {
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run a calibration run, learn its calibration and store it in the cache."""
-    from anpred.cli.commands import _executor, execution_settings, run_options
+    from anpred.cli.flags import execution_settings, executor_of, run_options
     from anpred.participants import parse_participants
     from anpred.pipeline.calibration_cache import calibrate_model, fp32_participants
 
@@ -52,12 +52,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     args.calibration = "off"
     options = run_options(args)
     out = Path(args.out or f"runs/{Path(args.model).stem}-calibration")
-    settings = execution_settings(args)
-    del settings["drill"], settings["calibration"]
-    with _executor(args) as executor:
-        calibration, path = calibrate_model(
-            options, n_inputs, out, _say, executor=executor, **settings
-        )
+    with executor_of(args) as executor:
+        settings = execution_settings(args, executor=executor, say=_say)
+        calibration, path = calibrate_model(options, n_inputs, out, settings)
     wanted = set(fp32_participants(parse_participants(list(options.libs))))
     missing = sorted(wanted - set(calibration.participants))
     if missing:
@@ -89,7 +86,7 @@ def add_calibrate_parser(
     ``--synthetic``, an ``.npz``) and the analysis switches; ``--inputs N`` is the number
     of seeded synthetic calibration inputs.
     """
-    from anpred.cli.commands import add_run_flags
+    from anpred.cli.flags import add_run_flags
 
     calibrate = sub.add_parser(
         "calibrate",

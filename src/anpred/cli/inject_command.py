@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from anpred.errors import UsageError
 
 if TYPE_CHECKING:
-    from anpred.pipeline.options import RunOptions
+    from anpred.settings import RunOptions
 
 
 def _say(message: str) -> None:
@@ -35,7 +35,7 @@ def _severity(text: str) -> int | float:
 
 def _options(args: argparse.Namespace, faults: dict[str, dict[str, Any]] | None) -> RunOptions:
     """The run's options: ``anpred run``'s flags, plus the faults in ``extra``."""
-    from anpred.cli.commands import run_options
+    from anpred.cli.flags import run_options
     from anpred.inject.participants import EXTRA_KEY
 
     options = run_options(args)
@@ -83,7 +83,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     """Inject a fault into one participant, run the analysis, write ``ground_truth.json``."""
     import onnx
 
-    from anpred.cli.commands import execution_settings
+    from anpred.cli.flags import execution_settings
     from anpred.evaluation.scoring import score_injection
     from anpred.inject.ground_truth import injection_record
     from anpred.inject.participants import apply_faults, faulty_name
@@ -144,12 +144,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
         f"inject {spec.kind} (severity {spec.severity}{only}) into {base.name}: {what} of "
         f"stage {spec.stage} → participant {name}"
     )
-    outcome = run(
-        options,
-        out,
-        say=_say,
-        **execution_settings(args),
-    )
+    outcome = run(options, out, execution_settings(args, say=_say))
     store = RunStore(out)
     workers = store.read_participants()
     if name not in workers:
@@ -179,7 +174,7 @@ def add_inject_parser(
     common: argparse.ArgumentParser | None = None,
 ) -> None:
     """Register ``anpred inject`` (``common``: the parent parser every subcommand shares)."""
-    from anpred.cli.commands import add_run_flags
+    from anpred.cli.flags import add_run_flags
     from anpred.inject.spec import fault_kinds
     from anpred.store.layout import GROUND_TRUTH_FILE
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from anpred.execution.executor import (
-    Executor,
     JobEnd,
     JobSpec,
     LocalExecutor,
@@ -34,15 +33,13 @@ from anpred.execution.executor import (
 )
 from anpred.execution.worker import REFERENCE_RUNNING
 from anpred.participants import Participant
+from anpred.settings import DEFAULT_EXPORT_TIMEOUT, ExecutionSettings  # noqa: F401 (read here)
 from anpred.store import ParticipantStore, RunStore, Status
 
 #: Seconds a worker may take to start (imports, load, translate, compile).
 DEFAULT_START_TIMEOUT = 900.0
 #: Additional seconds allowed per input.
 DEFAULT_INPUT_TIMEOUT = 120.0
-#: Seconds the model export may take (``--export-timeout``). Generous on purpose: the limit
-#: is not a performance budget, it only ends an export that hangs.
-DEFAULT_EXPORT_TIMEOUT = 1800.0
 #: Module of a participant's worker process.
 WORKER_MODULE = "anpred.execution.worker"
 #: Largest size of JAX's persistent compilation cache (least recently used entries go).
@@ -252,13 +249,10 @@ def run_workers(
     participants: Sequence[Participant],
     job: Mapping[str, Any],
     input_ids: Sequence[str],
-    threads: int = 1,
-    parallel: int = 1,
+    settings: ExecutionSettings,
+    *,
     isolation_source: Path | None = None,
-    timeout: float | None = None,
     progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    executor: Executor | None = None,
     reference: Participant | None = None,
     when_idle: Callable[[], None] | None = None,
     on_tail: Callable[[int], None] | None = None,
@@ -273,16 +267,14 @@ def run_workers(
         participants: Who runs.
         job: The common job fields (``model``, ``inputs``).
         input_ids: Inputs, in order.
-        threads: Threads per worker.
-        parallel: Workers running at the same time (local processes; a Ray cluster
-            schedules by the CPUs each job declares).
+        settings: How they run (resolved): ``threads`` per worker, ``parallel`` workers at
+            the same time (local processes; a Ray cluster schedules by the CPUs each job
+            declares), ``timeout`` seconds per worker (default: start allowance +
+            per-input allowance), ``env`` extra environment variables of every worker (a
+            participant's own ``settings["env"]`` wins over them), ``executor`` where they
+            run (default: local processes).
         isolation_source: Capture folder of the fp64 reference, to enable stage isolation.
-        timeout: Seconds per worker (default: start allowance + per-input allowance).
         progress: Called with (participant, message) as work advances.
-        env: Extra environment variables for every worker (a participant's own
-            ``settings["env"]`` wins over them).
-        executor: Where the workers run (default: local processes,
-            :class:`~anpred.execution.executor.LocalExecutor`).
         reference: The participant whose captures ``isolation_source`` receives (the fp64
             reference), run at the same time as the others instead of before them: it
             starts first, runs without isolation, and the others wait for its captures
@@ -293,6 +285,8 @@ def run_workers(
             (``parallel`` less the workers still running): the analysis may use them for
             inputs every participant has finished (:mod:`anpred.pipeline.early_pass`).
     """
+    threads, parallel, env = settings.threads, settings.workers, settings.env
+    timeout, executor = settings.timeout, settings.executor
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
     executor = executor or LocalExecutor()
     pending = ([reference] if reference is not None else []) + list(participants)
@@ -414,11 +408,11 @@ def participant_python(p: Participant) -> tuple[str, dict[str, str]]:
     Raises:
         UsageError: The runtime's environment is not built (``make runtimes``).
     """
-    from anpred.library import Loads, get_library
+    from anpred.library import Loads
 
-    library = get_library(p.library)
+    library = p.descriptor()  # a release (``onnxruntime@1.17.3``): its own environment
     extra: dict[str, str] = {}
-    if library.loads == Loads.CONVERTED_ARTIFACT:
+    if library.loads == Loads.CONVERTED_ARTIFACT or p.version:
         from anpred.execution.offline import offline_environment
 
         extra.update(offline_environment())

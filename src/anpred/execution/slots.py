@@ -4,8 +4,9 @@
 control group (v2) where one is set (a container's ``--cpus``) -- divided by ``--threads``, and
 lowers that until the run fits the memory budget: :data:`WORKER_MEMORY` per worker (its
 library's runtime), plus, where the caller knows the model (``anpred run``), each worker's
-arrays and the rest of the run's own estimate (:func:`anpred.pipeline.budget.estimate_memory`,
-which counts the analysis processes, also ``--parallel`` of them). On the 2-core
+arrays and the rest of the run's own estimate
+(:func:`anpred.execution.resources.estimate_memory`, which counts the analysis processes,
+also ``--parallel`` of them). On the 2-core
 development machine that is 2, the fixed default it replaces; on a machine with more
 cores the participants' workers (and the analysis's processes) spread over them. A run has
 one worker per participant and the fp64 reference, so CPUs beyond those only analyse:
@@ -18,15 +19,11 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from anpred.errors import UsageError
-
-if TYPE_CHECKING:
-    from anpred.pipeline.budget import MemoryEstimate
-
-AUTO: Literal["auto"] = "auto"
-"""``--parallel auto``: from the CPUs and the memory budget (see the module docstring)."""
+from anpred.execution.resources import MemoryEstimate, format_size
+from anpred.settings import AUTO
 
 Parallel = int | Literal["auto"]
 """A ``--parallel`` value: workers at once, or :data:`AUTO`."""
@@ -144,8 +141,6 @@ def describe_auto(
     analysis's processes still use ``parallel``). ``--threads`` is never raised by itself:
     a library's numbers may depend on its thread count, so it stays the user's choice.
     """
-    from anpred.pipeline.budget import format_size
-
     cpus = usable_cpus()
     memory = f", memory budget {format_size(budget)}" if budget else ""
     made_of = f"({cpus} CPU{'s' * (cpus != 1)}, --threads {threads}{memory})"

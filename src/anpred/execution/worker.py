@@ -34,9 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from anpred.backends.base import IsolationUnavailable, ModelJob, ParticipantFailure, Runner
+from anpred.backends.registry import runner_class
 from anpred.errors import AnpredError, DamagedRunError
 from anpred.execution.memory import die_with_parent, start_watchdog
+from anpred.execution.offline import OfflineGuard, install_guard
+from anpred.execution.resources import format_size
 from anpred.execution.transform import TRANSFORMS_KEY, Transforms
+from anpred.library import Loads, get_library
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 
 OBSERVER_INPUTS = 2
@@ -111,8 +116,8 @@ class Worker:
             "pid": os.getpid(),
             "participant": self.job["participant"]["name"],
         }
-        self.guard: Any = None
-        self.runner: Any = None
+        self.guard: OfflineGuard | None = None
+        self.runner: Runner | None = None
         self.waited = 0.0  # seconds spent waiting for the fp64 reference's captures
 
     def update(self, **fields: Any) -> None:
@@ -122,8 +127,6 @@ class Worker:
 
     def out_of_memory(self, used: int, limit: int) -> None:
         """Record that this worker went over its memory limit, and die (watchdog thread)."""
-        from anpred.pipeline.budget import format_size
-
         try:
             self.update(
                 killed_for=f"out of memory: used {format_size(used)}, over the worker limit "
@@ -139,8 +142,6 @@ class Worker:
         try:
             return self._run(start)
         except Exception as err:  # a library error is a symptom, recorded, not a crash
-            from anpred.backends.converted import ParticipantFailure
-
             own = isinstance(err, ParticipantFailure)  # its message is the error as is
             try:
                 self._converted_records()
@@ -158,22 +159,16 @@ class Worker:
 
     def _converted_records(self) -> None:
         """A deployment runtime's conversion record and its offline guard's refusals."""
-        runner = getattr(self, "runner", None)
-        if runner is not None and hasattr(runner, "conversion_record"):
-            self.store.write_conversion(runner.conversion_record())
+        record = self.runner.conversion_record() if self.runner is not None else None
+        if record is not None:
+            self.store.write_conversion(record)
         if self.guard is not None:
             self.status["offline"] = self.guard.record()
 
     def _run(self, start: float) -> int:
-        from anpred.backends.base import ModelJob
-        from anpred.backends.registry import runner_class
-        from anpred.library import Loads, get_library
-
         participant = self.job["participant"]
         library = participant["library"]
         if get_library(library).loads == Loads.CONVERTED_ARTIFACT:
-            from anpred.execution.offline import install_guard
-
             self.guard = install_guard()  # before the runtime or its converter is imported
         transforms = Transforms.of(self.job, participant["name"])
         job = transforms.model(ModelJob.from_dict(self.job["model"]))
@@ -181,8 +176,7 @@ class Worker:
             participant["settings"], transforms.node_hooks(library)
         )
         self.runner = runner
-        if hasattr(runner, "on_step"):  # a converted runtime: a converter crash is named
-            runner.on_step = lambda step: self.update(step=step)
+        runner.on_step = lambda step: self.update(step=step)  # a converter crash is named
         self.update(step=Step.LOAD, timings={"import": round(time.perf_counter() - start, 4)})
         runner.activate(job)
         self._converted_records()
@@ -202,7 +196,7 @@ class Worker:
         for input_id in self.job["input_ids"]:
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
-                if getattr(runner, "wants_reference", False):  # its output mapping may need it
+                if runner.wants_reference:  # a converted runtime's output mapping may need it
                     runner.reference = self._reference(input_id)
                 capture = infer(feeds[input_id])
                 arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
@@ -264,7 +258,7 @@ class Worker:
         """
         return self._reference_capture(input_id, wait=True)
 
-    def _isolate(self, runner: Any, feed: np.ndarray, input_id: str, wait: bool) -> bool:
+    def _isolate(self, runner: Runner, feed: np.ndarray, input_id: str, wait: bool) -> bool:
         """Isolate ``input_id``'s stages; return ``False`` when its fp64 reference capture
         is not there (yet) and the worker did not ``wait`` for it.
         """
@@ -282,8 +276,6 @@ class Worker:
             return True  # the fp64 reference failed on this input: nothing to isolate against
         fed = {k: v.astype(np.float32) for k, v in reference.items()}
         self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
-        from anpred.backends.converted import IsolationUnavailable
-
         try:
             capture = runner.isolate(feed, fed)
         except IsolationUnavailable as err:  # the participant goes on without isolation

@@ -26,7 +26,7 @@ import numpy as np
 
 from anpred.errors import UsageError
 from anpred.interchange.packing import PackedTensor, pack
-from anpred.pipeline.options import RunOptions
+from anpred.settings import RunOptions
 
 
 def packing_tensors(record: Mapping[str, Any]) -> list[PackedTensor]:

@@ -37,11 +37,10 @@ from typing import TYPE_CHECKING, Any
 from anpred.analysis.calibration import RULE, VERSION, Calibration
 from anpred.errors import UsageError
 from anpred.participants import REFERENCE32, Participant
-from anpred.progress import Say
+from anpred.settings import ExecutionSettings, RunOptions
 
 if TYPE_CHECKING:
     from anpred.interchange.export import AnchoredExport
-    from anpred.pipeline.options import RunOptions
 
 
 FOLDER = "calibrations"
@@ -79,7 +78,7 @@ def model_identity(options: RunOptions, export: AnchoredExport) -> dict[str, Any
     ``seed0`` or ``sha256:...``), or the ONNX file's digest and the recipe of its inputs.
     """
     from anpred.cache import file_digest
-    from anpred.pipeline.run import is_onnx_path
+    from anpred.pipeline.model_source import is_onnx_path
 
     if is_onnx_path(options.model):
         return {
@@ -308,7 +307,7 @@ def calibration_options(options: RunOptions, n_inputs: int) -> RunOptions:
     Reduced-precision participants may take part: their classes' factors are learnt from
     their ratios to their ideal references (``Calibration.classes``).
     """
-    from anpred.pipeline.run import is_onnx_path
+    from anpred.pipeline.model_source import is_onnx_path
 
     if n_inputs < 2:
         raise UsageError(f"--inputs: a calibration needs at least 2 inputs, got {n_inputs}")
@@ -326,10 +325,13 @@ def calibration_options(options: RunOptions, n_inputs: int) -> RunOptions:
 
 
 def calibrate_model(
-    options: RunOptions, n_inputs: int, run_dir: Path, say: Say, **run_kwargs: Any
+    options: RunOptions, n_inputs: int, run_dir: Path, settings: ExecutionSettings
 ) -> tuple[Calibration, Path]:
     """Run the calibration run of ``options``'s model in ``run_dir``, learn its calibration
     and store it in the cache under the key a run with ``options`` looks up.
+
+    ``settings`` say how the calibration run executes (it drills nothing and is judged by
+    the fixed rule, whatever they say).
 
     Returns:
         The calibration and its cache file.
@@ -341,14 +343,8 @@ def calibrate_model(
     from anpred.pipeline.calibrate import calibrate_run
     from anpred.pipeline.run import run
 
-    run(
-        calibration_options(options, n_inputs),
-        run_dir,
-        say=say,
-        drill=False,
-        calibration="off",
-        **run_kwargs,
-    )
+    plain = replace(settings, drill=False, calibration="off")
+    run(calibration_options(options, n_inputs), run_dir, plain)
     calibration = calibrate_run(run_dir)
     return calibration, cache_calibration_run(options, run_dir, calibration)
 

@@ -49,6 +49,7 @@ from anpred.execution.pool import WorkerResult
 from anpred.participants import REFERENCE32, Participant
 from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.progress import Remaining, Say, quiet
+from anpred.settings import DEFAULT_CHUNK, KEEP_NEEDED  # noqa: F401 (DEFAULT_CHUNK: read here)
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 
@@ -62,9 +63,6 @@ Execute = Callable[[list[str], list[Participant], "EarlyPass | None"], dict[str,
 #: The early pass of a chunk's inputs, set as the chunk's analysis collects them, or ``None``.
 EarlyFor = Callable[[list[str]], "EarlyPass | None"]
 
-#: Inputs per chunk by default: runs of up to this many inputs go in one go, as before.
-#: yolov8n, six libraries: ~9 GB of captures at the peak of a chunk.
-DEFAULT_CHUNK = 32
 
 
 def check_chunk(size: int) -> int:
@@ -80,8 +78,6 @@ def check_chunk(size: int) -> int:
 
 def chunked(size: int, n_inputs: int, keep_captures: str) -> bool:
     """Whether a run goes in chunks: ``needed`` captures and more inputs than a chunk."""
-    from anpred.pipeline.prune import KEEP_NEEDED
-
     return keep_captures == KEEP_NEEDED and 0 < size < n_inputs
 
 

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anpred.errors import UsageError
+from anpred.execution.schedule import resume_workers
 from anpred.execution.transform import TRANSFORMS_KEY
+from anpred.execution.worker import OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import (
     REFERENCE32,
@@ -35,6 +37,7 @@ from anpred.participants import (
 )
 from anpred.ports.spec import is_port
 from anpred.progress import Say, quiet
+from anpred.settings import ExecutionSettings
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
 from anpred.store.summary_drill import DrillDown
@@ -46,7 +49,6 @@ if TYPE_CHECKING:
 
     from anpred.analysis.oracle import AnchorEvidence, OracleParams
     from anpred.analysis.verdict import Verdict
-    from anpred.execution.executor import Executor
     from anpred.interchange.drill_graph import DrillGraph
     from anpred.store.participant import ParticipantStore
     from anpred.store.summary import Summary
@@ -176,42 +178,22 @@ def _listed(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def _regenerator(
-    run_store: RunStore,
-    drill: DrillStore,
-    say: Say,
-    threads: int,
-    timeout: float | None,
-    env: Mapping[str, str] | None,
-    executor: Executor | None,
-) -> Regenerate:
+def _regenerator(run_store: RunStore, drill: DrillStore, settings: ExecutionSettings) -> Regenerate:
     """The fp64 reference's worker job again, on the run's own model and inputs, without
     the observer check and stage isolation; each batch replaces the one before.
     """
-    from anpred.execution.worker import OBSERVER_KEY
-    from anpred.pipeline.run import resume_workers
-
     recorded = run_store.participant(REFERENCE64).read_job()
     job = {"model": recorded["model"], "inputs": str(run_store.inputs_path), OBSERVER_KEY: []}
     side = drill.reference_run
+    alone = replace(settings, parallel=1)
 
     def regenerate(input_ids: list[str]) -> ParticipantStore:
         drill.remove_reference_run()
         side.root.mkdir(parents=True)
-        say(f"drill-down: fp64 stage inputs of {len(input_ids)} pruned inputs computed again")
-        resume_workers(
-            side.root,
-            [parse_participant(REFERENCE64)],
-            job,
-            input_ids,
-            say,
-            threads,
-            1,
-            None,
-            timeout,
-            env,
-            executor,
+        settings.say(
+            f"drill-down: fp64 stage inputs of {len(input_ids)} pruned inputs computed again"
         )
+        resume_workers(side.root, [parse_participant(REFERENCE64)], job, input_ids, alone)
         return side.participant(REFERENCE64)
 
     return regenerate
@@ -309,12 +291,7 @@ def run_drill(
     run_dir: Path,
     participants: Sequence[Participant],
     summary: Summary,
-    say: Say = quiet,
-    threads: int = 1,
-    parallel: int = 2,
-    timeout: float | None = None,
-    env: Mapping[str, str] | None = None,
-    executor: Executor | None = None,
+    settings: ExecutionSettings,
     params: OracleParams | None = None,
 ) -> DrillDown | None:
     """Drill from the run's flagged stages down to operators (see the module doc).
@@ -323,12 +300,7 @@ def run_drill(
         run_dir: The run directory (analysed: ``summary`` is its summary).
         participants: The run's participants (fp32 reference included, fp64 not).
         summary: The run's summary.
-        say: Progress printer.
-        threads: Threads per worker.
-        parallel: Workers at the same time.
-        timeout: Seconds per worker (default: the pool's).
-        env: Extra environment variables of every worker.
-        executor: Where the workers run (default: local processes).
+        settings: How the workers run (resolved) and where progress goes.
         params: Oracle parameters (default: the oracle's defaults, computing only the
             primary metric, the one that decides). A calibration in them judges each
             operator with its stage's factor where one applies
@@ -339,6 +311,7 @@ def run_drill(
         run has no findings to drill into. A resumed run whose drill-down of the same
         (participant, stage) pairs finished reuses it.
     """
+    say = settings.say
     import onnx
 
     from anpred.analysis.oracle import OracleParams
@@ -346,7 +319,6 @@ def run_drill(
     from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
     from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
     from anpred.pipeline.calibrate import operator_params
-    from anpred.pipeline.run import resume_workers
 
     started = time.perf_counter()
     targets = drill_targets(summary.findings, summary.anchor_keys)
@@ -393,7 +365,7 @@ def run_drill(
     _write_graphs(graph.anchored, graph.plain, drill_export)
     drill.run.write_export(drill_export.to_dict())
     input_ids = summary.input_ids
-    regenerate = _regenerator(run_store, drill, say, threads, timeout, env, executor)
+    regenerate = _regenerator(run_store, drill, settings)
     packed = _packed_inputs(run_store, graph, input_ids, regenerate, say)
     drill.remove_reference_run()
     if not packed:
@@ -422,13 +394,8 @@ def run_drill(
                 group,
                 job,
                 input_ids,
-                say,
-                threads,
-                parallel,
-                None if source is None else source.folder,
-                timeout,
-                env,
-                executor,
+                settings,
+                isolation_source=None if source is None else source.folder,
             )
         )
     failed = {

@@ -28,14 +28,16 @@ from typing import Any
 
 from anpred.errors import UsageError
 from anpred.progress import Say, quiet
+from anpred.settings import (  # the --keep-captures values, read here by their callers
+    DEFAULT_KEEP,  # noqa: F401
+    KEEP_ALL,  # noqa: F401
+    KEEP_MODES,
+    KEEP_NEEDED,
+)
 from anpred.store import CAPTURE, ISOLATED, ParticipantStore, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
 from anpred.store.summary import Summary
 
-#: ``--keep-captures`` values: keep every capture, or only those needed later (default).
-KEEP_ALL, KEEP_NEEDED = "all", "needed"
-KEEP_MODES = (KEEP_ALL, KEEP_NEEDED)
-DEFAULT_KEEP = KEEP_NEEDED
 #: What a run judged from its statistics cannot re-derive (said in one line).
 NOT_REDERIVED = "metrics it did not compute, another alignment, numbers of changed metric code"
 

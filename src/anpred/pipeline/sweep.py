@@ -13,21 +13,32 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
+from anpred.interchange.user_module import is_module_source
 from anpred.localization.sweep import sweep_by_anchor
-from anpred.pipeline.options import RunOptions
+from anpred.pipeline.model_source import is_onnx_path
 from anpred.pipeline.run import run
 from anpred.progress import Say
+from anpred.settings import ExecutionSettings, RunOptions
 from anpred.store import SweepStore
 from anpred.store.summary import Summary
 
 
 def sweep(
-    options: RunOptions, sizes: Sequence[int], out: Path, say: Say, **run_kwargs: Any
+    options: RunOptions,
+    sizes: Sequence[int],
+    out: Path,
+    say: Say | None = None,
+    settings: ExecutionSettings | None = None,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """Run ``options`` at every size and summarise the error's dependence on size."""
-    from anpred.interchange.user_module import is_module_source
-    from anpred.pipeline.run import is_onnx_path
+    """Run ``options`` at every size and summarise the error's dependence on size.
 
+    ``settings`` say how each run executes (or ``fields``, its fields by keyword, with
+    ``say``: the form ``evaluation/campaign.py`` calls it in).
+    """
+    if settings is None:
+        settings = ExecutionSettings(**fields, **({"say": say} if say is not None else {}))
+    say = settings.say
     if is_onnx_path(options.model) or is_module_source(options.model):
         raise UsageError(
             "sweep needs a zoo model (an ONNX file or a module has a fixed input size)"
@@ -39,9 +50,7 @@ def sweep(
     per_size: dict[int, Summary] = {}
     for size in sizes:
         say(f"== input size {size}")
-        outcome = run(
-            replace(options, input_size=size), store.size_run(size), say=say, **run_kwargs
-        )
+        outcome = run(replace(options, input_size=size), store.size_run(size), settings)
         per_size[size] = outcome.summary
     first = per_size[sizes[0]]
     anchors = first.anchor_keys

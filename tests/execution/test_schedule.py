@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from anpred.execution.executor import Executor, LocalExecutor
+from anpred.execution.schedule import heavier_first, worker_groups
 from anpred.participants import parse_participants
-from anpred.pipeline.run import heavier_first
+from anpred.settings import ExecutionSettings
 
 
 def test_translated_and_converted_libraries_start_before_onnx_loaders() -> None:
@@ -18,9 +20,6 @@ def test_translated_and_converted_libraries_start_before_onnx_loaders() -> None:
 def test_the_fp64_reference_runs_in_line_with_the_others_unless_they_need_it_first(
     tmp_path,
 ) -> None:
-    from anpred.execution.executor import Executor, LocalExecutor
-    from anpred.pipeline.run import worker_groups
-
     reference, *others = parse_participants("torch[fp64],jax,onnxruntime")
 
     class Remote(Executor):  # shares no file system with this process (as Ray)
@@ -30,16 +29,21 @@ def test_the_fp64_reference_runs_in_line_with_the_others_unless_they_need_it_fir
         def slots(self, parallel: int) -> int:
             return parallel
 
+    def on(executor: Executor | None) -> ExecutionSettings:
+        return ExecutionSettings(executor=executor)
+
     source = tmp_path / "torch_fp64"
     for executor in (None, LocalExecutor(), Remote()):
         # without isolation nobody reads its captures: one group, the reference first
-        assert worker_groups(reference, others, None, executor) == [
+        assert worker_groups(reference, others, None, on(executor)) == [
             ([reference, *others], None, None)
         ]
     for executor in (None, LocalExecutor()):  # the others wait for its captures, input by input
-        assert worker_groups(reference, others, source, executor) == [(others, source, reference)]
+        assert worker_groups(reference, others, source, on(executor)) == [
+            (others, source, reference)
+        ]
     # a remote job ships the reference's captures when it starts: the reference first, alone
-    assert worker_groups(reference, others, source, Remote()) == [
+    assert worker_groups(reference, others, source, on(Remote())) == [
         ([reference], None, None),
         (others, source, None),
     ]
