@@ -271,7 +271,9 @@ def add_ray_flag(group: Group) -> None:
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The :class:`~anpred.settings.RunOptions` of the run flags (checked)."""
     from anpred.ports.spec import ports_extra
+    from anpred.zoo.registry import module_source
 
+    args.model = module_source(args.model)  # a zoo transformer runs from its module source
     if args.images is not None and args.images < 1:
         raise UsageError("--images must be at least 1")
     return RunOptions(
