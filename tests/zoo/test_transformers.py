@@ -82,6 +82,14 @@ BLOCKS = {"bert_tiny": 4, "llama_tiny": 4, "wav2vec2_tiny": 3}
 ATOL = 1e-4
 
 
+def documented_ops(model: str) -> set[str]:
+    """The ops docs/zoo-ops.md's first table lists for ``model``."""
+    text = (Path(__file__).parents[2] / "docs" / "zoo-ops.md").read_text()
+    table = text.split("\n## ")[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
+    return {op.strip() for op, models in rows if model in models.replace(" ", "").split(",")}
+
+
 @pytest.mark.parametrize("name", sorted(STAGE_ANCHORS))
 def test_transformer_exports_anchored_per_block_and_runs_in_onnxruntime(name, tmp_path) -> None:
     export = export_user_module(module_source(name), tmp_path, "stage")
@@ -92,6 +100,7 @@ def test_transformer_exports_anchored_per_block_and_runs_in_onnxruntime(name, tm
     graph = onnx.load(str(export.anchored_path))
     ops = Counter(node.op_type for node in graph.graph.node)
     assert ops["Softmax"] == BLOCKS[name]  # eager attention: one Softmax per block
+    assert set(ops) <= documented_ops(name), "docs/zoo-ops.md misses ops of " + name
     torch.manual_seed(0)
     module, example = transformer_builders.BUILDERS[name]()
     with torch.no_grad():
