@@ -270,19 +270,33 @@ def test_parse_participants_builds_nothing_for_a_built_release(old_onnxruntime, 
     assert record["bytes"] > 0 and record["build_seconds"] > 0
 
 
-# --- torch@2.0.1: 3.4 GB, only where it is built already -----------------------------------
+# --- openvino, jax, ncnn, torch releases: only where built already (torch: 4.4 GB) ----------
+
+#: Release → its library's current participant it runs beside. Measured here: each gave
+#: bit-identical anchors to the current release on this model but jax (0.10.1 vs 0.10.2).
+RELEASES = [
+    ("openvino", "2024.4.0"),
+    ("jax", "0.10.1"),
+    ("ncnn", "1.0.20230223"),
+    ("torch", "2.0.1"),
+]
 
 
 @pytest.mark.slow
-def test_torch_2_0_1_runs_the_tiny_model_when_built(tmp_path: Path) -> None:
-    if release_env(env_name("torch", "2.0.1")) is None:
-        pytest.skip("torch@2.0.1 is not built (3.4 GB): python -c \"from anpred.library."
-                    "versions import ensure_version_env as e; e('torch', '2.0.1')\"")
+@pytest.mark.parametrize(("library", "version"), RELEASES)
+def test_a_built_release_runs_the_tiny_model(library: str, version: str, tmp_path) -> None:
+    if release_env(env_name(library, version)) is None:
+        pytest.skip(f"{library}@{version} is not built: python -c \"from anpred.library."
+                    f"versions import ensure_version_env as e; e('{library}', '{version}')\"")
     model = _tiny_cnn(tmp_path / "tiny.onnx")
     out = tmp_path / "run"
-    proc = _anpred("run", str(model), "--libs", "torch@2.0.1,onnxruntime", "--images", "1",
-                   "--out", str(out))  # fmt: skip
+    spec = f"{library}@{version}"
+    libs = ",".join(dict.fromkeys(["onnxruntime", library, spec]))
+    proc = _anpred("run", str(model), "--libs", libs, "--images", "1", "--out", str(out))
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    record = next(p for p in summary["participants"] if p["participant"] == "torch@2.0.1")
-    assert record["status"] == "ok" and record["version"].startswith("2.0.1"), record
+    by_name = {p["participant"]: p for p in summary["participants"]}
+    record = by_name[spec]
+    assert record["status"] == "ok" and record["version"].startswith(version), record
+    assert record["library"] == library
+    assert not by_name[library]["version"].startswith(version)  # the current one, beside it

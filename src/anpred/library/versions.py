@@ -85,7 +85,7 @@ RECIPES: dict[str, Recipe] = {
     "paddle": Recipe(("paddlepaddle=={version}",), "import paddle"),
     "ncnn": Recipe(
         ("ncnn=={version}", "pnnx==20261020", "torch==2.13.0+cpu", "onnxslim==0.1.98"),
-        "import ncnn, pnnx, torch; ncnn.Net()",
+        "import ncnn, pnnx, torch; numpy.array(ncnn.Mat(numpy.ones((2, 3), 'float32')).clone())",
     ),
 }
 

@@ -35,7 +35,12 @@ def identical_notes(participants: Any) -> list[str]:
         seen.update(members)
         groups.append((members, _HOW.get(str(record.get(BY_KEY)), "")))
     return [
-        f"{' and '.join(members)} gave bit-identical anchors ({how}): the same kernels, "
+        f"{_listed(members)} gave bit-identical anchors ({how}): the same kernels, "
         "one vote in the consensus, not independent ones"
         for members, how in groups
     ]
+
+
+def _listed(names: list[str]) -> str:
+    """``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

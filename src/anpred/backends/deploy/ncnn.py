@@ -241,7 +241,10 @@ class NcnnRunner(ConvertedRunner):
         net = ncnn.Net()
         net.opt.num_threads = self.threads
         for flag, value in self.options().items():
-            setattr(net.opt, flag, value)
+            if hasattr(net.opt, flag):  # an older release lacks some (1.0.20230223: bf16 packed)
+                setattr(net.opt, flag, value)
+            elif value:
+                raise RuntimeError(f"ncnn {ncnn.__version__} has no Option.{flag}")
         weights = artifact.with_suffix(".bin")
         if net.load_param(str(artifact)) != 0 or net.load_model(str(weights)) != 0:
             raise RuntimeError(f"ncnn could not load {artifact.name}")
