@@ -28,9 +28,6 @@ from architecture_stats import (  # noqa: E402
 #: fixed goes from this list in the same change (several people commit to this tree at
 #: once, so a listed import that is not there yet or no more does not fail the test).
 KNOWN: dict[tuple[str, str], str] = {
-    ("inject", "execution"): "inject/transforms.py registers its faults as "
-    "execution.transform.Transform kinds (the Transform type belongs below the runners)",
-    ("ports", "execution"): "ports/spec.py registers a port as an execution.transform kind",
     ("report", "pipeline"): "report/identical.py reads the record keys KEY, BY_KEY from "
     "pipeline/identical.py (issue 36); they belong in report/ or store/, read by the pipeline",
     ("report", "repro"): "report/html.py reads the reproducer record of repro/record.py "

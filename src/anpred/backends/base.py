@@ -13,16 +13,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import NodeHooks  # re-exported: runners import it from here
 from anpred.ports.spec import PortSpec, port_runner
 from anpred.store.outcome import Step  # re-exported: runners import it from here
-
-if TYPE_CHECKING:
-    from anpred.translate.graph import NodeHook
 
 
 @dataclass(frozen=True)
@@ -70,20 +68,6 @@ class ModelJob:
             data.get("module"),
             PortSpec.from_dict(data["port"]) if data.get("port") else None,
         )
-
-
-@dataclass(frozen=True)
-class NodeHooks:
-    """Per-node hooks for runners that execute the graph node by node
-    (:attr:`Runner.node_hooks`); see :class:`~anpred.translate.graph.GraphProgram`.
-
-    Attributes:
-        pre: Called before every node with its inputs; returns the inputs it runs on.
-        post: Called after every node with its outputs; returns the outputs.
-    """
-
-    pre: NodeHook | None = None
-    post: NodeHook | None = None
 
 
 class ParticipantFailure(Exception):

@@ -7,7 +7,7 @@ anchors), optionally the stage-isolation capture, and keeps its status record up
 so that the parent can name the step a crash or hang happened in.
 
 The transforms the job plans for the participant (a fault, see
-:mod:`anpred.execution.transform`) are applied around the runner: another model, per-node
+:mod:`anpred.interchange.transform`) are applied around the runner: another model, per-node
 hooks, or a wrapper around its inference; their records go into its status record.
 
 **Observer effect on a sample.** The plain model (anchors not exposed) runs on the first
@@ -40,7 +40,7 @@ from anpred.errors import AnpredError, DamagedRunError
 from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.offline import OfflineGuard, install_guard
 from anpred.execution.resources import format_size
-from anpred.execution.transform import TRANSFORMS_KEY, Transforms
+from anpred.interchange.transform import TRANSFORMS_KEY, Transforms
 from anpred.library import Loads, get_library
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 

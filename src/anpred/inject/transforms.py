@@ -1,7 +1,7 @@
 """Faults as transforms: planned in the main process, applied around any runner.
 
 A fault reaches its participant's worker as one of two transforms
-(:mod:`anpred.execution.transform`), both carrying the planned fault's record (the ground
+(:mod:`anpred.interchange.transform`), both carrying the planned fault's record (the ground
 truth the worker writes into its status record):
 
 * :class:`FaultyGraphs`: the export's anchored and plain graphs rewritten here, before the
@@ -26,16 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from anpred.execution.transform import TRANSFORMS_KEY, Transform, register_transform
 from anpred.inject.onnx_rewrite import rewrite_model
 from anpred.inject.participants import faulty_name, parse_faults
 from anpred.inject.plan import PlannedFault, plan_fault
 from anpred.inject.spec import FaultSpec, Target, fault_kind
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import (
+    TRANSFORMS_KEY,
+    NodeHooks,
+    Transform,
+    register_transform,
+)
 from anpred.participants import parse_participant
 
 if TYPE_CHECKING:
-    from anpred.backends.base import ModelJob, NodeHooks
+    from anpred.backends.base import ModelJob
 
 #: Key of the planned fault in a fault transform's record.
 FAULT_KEY = "fault"
@@ -97,7 +102,6 @@ class FaultNodeHooks(Transform):
         return cls(PlannedFault.from_record(params[FAULT_KEY]))
 
     def node_hooks(self, library: str) -> NodeHooks:
-        from anpred.backends.base import NodeHooks
         from anpred.inject.hooks import FaultHooks
         from anpred.inject.math import library_math
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from anpred.errors import UsageError
 from anpred.execution.schedule import resume_workers
-from anpred.execution.transform import TRANSFORMS_KEY
 from anpred.execution.worker import OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import (
     REFERENCE32,
     REFERENCE64,

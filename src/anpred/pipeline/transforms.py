@@ -4,7 +4,7 @@ Three sources, all in ``RunOptions.extra`` (so in the run's settings, which a re
 must match): ``extra["faults"]`` (``anpred inject``, the evaluation), planned
 into fault transforms by :func:`anpred.inject.transforms.fault_transforms`;
 ``extra["transforms"]``: ``{participant name: [transform record, ...]}`` handed over as
-they are (any registered kind, see :mod:`anpred.execution.transform`); and
+they are (any registered kind, see :mod:`anpred.interchange.transform`); and
 ``extra["ports"]``: users' ports (:mod:`anpred.ports`), each handed to its participant.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anpred.execution.transform import TRANSFORMS_KEY, check_records
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import TRANSFORMS_KEY, check_records
 from anpred.ports.spec import port_specs, port_transforms
 from anpred.store import RunStore
 

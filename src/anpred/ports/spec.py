@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
-from anpred.execution.transform import Transform, register_transform
+from anpred.interchange.transform import Transform, register_transform
 from anpred.participants import Participant, parse_participant
 
 if TYPE_CHECKING:
