@@ -200,10 +200,6 @@ def write_onnx(name: str, folder: Path) -> Path:
     return path
 
 
-if __name__ == "__main__":  # python models.py NAME FOLDER: write one ONNX model
-    print(write_onnx(sys.argv[1], Path(sys.argv[2])))
-
-
 def qdq_conv_onnx() -> bytes:
     """A statically quantized conv stem in QDQ form (what onnxruntime's quantizer writes):
     u8 activations, s8 weights, i32 bias, Conv 3->24 3x3 stride 2, ReLU after the
@@ -251,3 +247,7 @@ def qdq_conv_onnx() -> bytes:
 
 
 ONNX_MODELS["qdq_conv"] = qdq_conv_onnx
+
+
+if __name__ == "__main__":  # python models.py NAME FOLDER: write one ONNX model
+    print(write_onnx(sys.argv[1], Path(sys.argv[2])))

@@ -33,6 +33,16 @@ SCRIPT_TIMEOUT_S = 600
 _RESULT = re.compile(r"^RESULT (\S+)$", re.MULTILINE)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the machine type."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine()
+    return next((ln.split(":", 1)[1].strip() for ln in text.splitlines()
+                 if ln.startswith("model name")), platform.machine())  # fmt: skip
+
+
 def cpu_flags() -> list[str]:
     """The CPU's numeric feature flags that decide which kernels run (Linux)."""
     try:
@@ -91,8 +101,9 @@ def verify(bug: KnownBug, root: Path) -> dict[str, object]:
             continue
         sides[side] = run_script(python, root / bug.script)
     verified = sides["buggy"]["shows"] is True and sides["fixed"]["shows"] is False
-    return {"id": bug.id, "link": bug.link, "library": bug.library, "buggy": bug.buggy,
-            "fixed": bug.fixed, "verified": verified, **sides}  # fmt: skip
+    return {"id": bug.id, "link": bug.link, "library": bug.library,
+            "buggy_release": bug.buggy, "fixed_release": bug.fixed, "verified": verified,
+            **sides}  # fmt: skip
 
 
 def table(rows: list[dict[str, object]]) -> str:
@@ -108,8 +119,8 @@ def table(rows: list[dict[str, object]]) -> str:
         "|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| [{r['id']}]({r['link']}) | {r['library']} {r['buggy']}: "
-                     f"{cell(r['buggy'])} | {r['fixed']}: {cell(r['fixed'])} | "
+        lines.append(f"| [{r['id']}]({r['link']}) | {r['library']} {r['buggy_release']}: "
+                     f"{cell(r['buggy'])} | {r['fixed_release']}: {cell(r['fixed'])} | "
                      f"{'yes' if r['verified'] else 'no'} |")  # fmt: skip
     return "\n".join(lines)
 
@@ -132,7 +143,7 @@ def main() -> int:
         rows.append(row)
     print(table(rows))
     if args.json:
-        machine = {"cpu": platform.processor() or platform.machine(), "flags": cpu_flags()}
+        machine = {"cpu": cpu_model(), "flags": cpu_flags()}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"machine": machine, "bugs": rows}, indent=1))
     return 0 if all(r["verified"] for r in rows) else 1
