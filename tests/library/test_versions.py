@@ -168,6 +168,32 @@ def test_a_built_release_environment_gives_the_worker_its_python(tmp_path, monke
     assert participant_python(parse_participant("onnxruntime"))[0] == ""  # the main env's
 
 
+def test_a_release_keeps_its_version_when_faulted_and_doctor_lists_it(
+    tmp_path, monkeypatch
+) -> None:
+    """A fault on a release runs in that release (``anpred inject --lib onnxruntime@1.17.3``:
+    measured, the drill-down names the faulted Conv); ``anpred doctor`` lists built releases.
+    """
+    from anpred.cli.doctor_command import checkup, render
+    from anpred.inject.participants import faulty_participant
+    from anpred.inject.spec import FaultSpec
+
+    spec = FaultSpec.from_dict({"stage": "s2", "op": "Conv", "kind": "bf16", "severity": 1.0})
+    faulty = faulty_participant(parse_participant("onnxruntime@1.16.3"), spec)
+    assert faulty.name.startswith("onnxruntime@1.16.3!") and faulty.version == "1.16.3"
+    monkeypatch.setenv("ANPRED_VERSIONS_CACHE", str(tmp_path))
+    assert "none (each is built on first use)" in render(checkup(tmp_path))
+    folder = tmp_path / env_name("onnxruntime", "1.16.3")
+    folder.mkdir()
+    record = {"python": sys.executable, "library": "onnxruntime", "version": "1.16.3",
+              "bytes": 3 * 10**8}  # fmt: skip
+    (folder / RECORD_FILE).write_text(json.dumps(record))
+    (folder / ".ready").touch()
+    found = checkup(tmp_path)
+    assert [r["participant"] for r in found.releases] == ["onnxruntime@1.16.3"]
+    assert "onnxruntime@1.16.3" in render(found)
+
+
 def test_every_recipe_installs_wheels_of_the_release() -> None:
     for library, recipe in RECIPES.items():
         assert "{version}" in recipe.requirements[0], library
