@@ -429,7 +429,10 @@ def write_findings(results: Sequence[ModelResult], out: Path) -> Path:
             _write_text(out / name, _csv_text(rows))
     plots = findings_plots(stages, steps, sizes, out / "plots")
     text = [
-        "# The three findings on the clean runs",
+        "# The three findings (clean runs and the configuration study, no injection)",
+        "",
+        "Per model and participant: the libraries of the clean fp32 run, then the "
+        "configurations of the study (bf16 and fp32 settings of the same libraries).",
         "",
         "## Stage concentration (share of introduced error per stage, stage isolation)",
         "",
