@@ -237,6 +237,7 @@ def run(
     isolation: bool = True,
     drill: bool = True,
     calibration: str | PathLike[str] = "auto",
+    metrics: str = "candidates",
     keep_captures: str = "needed",
     chunk: int = 32,
     threads: int = 1,
@@ -295,6 +296,8 @@ def run(
         calibration: The noise thresholds: ``"auto"`` (a calibration ``anpred calibrate``
             cached for this model, input shape, anchors and fp32 participants, else the
             fixed 10x rule), ``"off"`` (the fixed rule) or a calibration file.
+        metrics: Where the corroborating metrics are computed: ``"candidates"`` (where a
+            participant may be a finding) or ``"all"`` (everywhere).
         keep_captures: ``"needed"`` (prune what nothing reads later) or ``"all"``.
         chunk: Inputs per chunk with ``keep_captures="needed"`` (0: in one go).
         threads: Threads per worker.

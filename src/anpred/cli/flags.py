@@ -167,7 +167,9 @@ def add_own_model_flags(own: Group) -> None:
 
 
 def add_judging_flags(model: Group) -> None:
-    """``--no-isolation``, ``--no-drill``, ``--calibration``: how the run is judged."""
+    """``--no-isolation``, ``--no-drill``, ``--calibration``, ``--metrics``: how the run is
+    judged.
+    """
     model.add_argument(
         "--no-isolation",
         action="store_true",
@@ -186,6 +188,14 @@ def add_judging_flags(model: Group) -> None:
         help="noise thresholds: 'auto' (default) uses the calibration `anpred calibrate` "
         "cached for this model, input shape, anchors and fp32 participants, else the fixed "
         "10x rule; 'off' the fixed rule; PATH a calibration file (see docs/oracle.md)",
+    )
+    model.add_argument(
+        "--metrics",
+        choices=("candidates", "all"),
+        default="candidates",
+        help="where the corroborating metrics (max abs, max ULP, cosine, Wasserstein, channel "
+        "moments) are computed: 'candidates' (default) where a participant may be a finding, "
+        "'all' everywhere; the verdict reads relative L2 alone (docs/oracle.md)",
     )
 
 
@@ -288,7 +298,11 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         synthetic=args.synthetic,
         isolation=not args.no_isolation,
         input_size=getattr(args, "input_size", None),
-        extra=ports_extra(getattr(args, "ports", None), getattr(args, "anchor_map", None)),
+        extra={
+            **ports_extra(getattr(args, "ports", None), getattr(args, "anchor_map", None)),
+            # OracleParams.metrics_scope; kept in run.json only when asked for
+            **({"metrics": "all"} if getattr(args, "metrics", None) == "all" else {}),
+        },
         **_own_model_options(args),
     )
 
