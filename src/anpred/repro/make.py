@@ -39,6 +39,7 @@ from anpred.repro.trial import (
     participants_of,
     recorded_transforms,
 )
+from anpred.settings import ExecutionSettings
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
 from anpred.store.summary_drill import DrillDown
@@ -142,8 +143,8 @@ def _fp64_values(
 ) -> dict[str, dict[str, np.ndarray]]:
     """The fp64 reference's value of every operator anchor of the drill graph, per input."""
     from anpred.backends.base import ModelJob
+    from anpred.execution.schedule import resume_workers
     from anpred.interchange.drill_graph import PACKED_INPUT
-    from anpred.pipeline.run import resume_workers
 
     root = context_root / "fp64"
     if root.exists():
@@ -161,9 +162,8 @@ def _fp64_values(
     store.write_inputs(packed, {})
     job = {"model": ModelJob(export).to_dict(), "inputs": str(store.inputs_path)}
     settings.say("repro: the fp64 reference computes every operator of the drilled stages")
-    results = resume_workers(root, [parse_participant(REFERENCE64)], job, list(packed),
-                             lambda _m: None, settings.threads, 1, None, settings.timeout,
-                             None, settings.executor)  # fmt: skip
+    alone = replace(settings.execution, parallel=1)
+    results = resume_workers(root, [parse_participant(REFERENCE64)], job, list(packed), alone)
     result = results[REFERENCE64]
     if result.failed:
         raise UsageError(f"the fp64 reference failed on the drill graph: {result.message}")
@@ -213,11 +213,10 @@ def prepare(run_dir: Path, options: ReproOptions, say: Say = quiet) -> RunContex
         population=tuple(participants_of(store, names)),
         transforms=recorded_transforms(store, names),
         params=with_stored_calibration(store, OracleParams(metrics=())),
-        threads=options.threads,
-        parallel=options.parallel,
-        timeout=options.timeout,
+        execution=ExecutionSettings(threads=options.threads, parallel=options.parallel,
+                                    timeout=options.timeout, max_memory=None).quiet(),
         say=say,
-    )
+    )  # fmt: skip
     out = options.out or Path(run_dir) / REPRO_FOLDER
     fp64 = _fp64_values(out / "work", graph, packed, settings)
     return RunContext(Path(run_dir), store, drill, graph, packed, fp64, model_ops(store), settings)

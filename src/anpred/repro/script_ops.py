@@ -121,8 +121,12 @@ def _tf_conv(call: Call) -> list[str]:
             f"{c_out // c_in}, {kernel[0]}, {kernel[1]})), (2, 3, 0, 1)), [1, *{strides}, 1], "
             f"{padding!r}, dilations={dilations})"
         )
-    else:
-        raise UnsupportedOp(f"Conv with group={group}")
+    else:  # as the translation: split input and filter by group, one conv2d each, concat
+        lines += [
+            f"{y} = tf.concat([tf.nn.conv2d(xg, wg, {strides}, {padding!r}, "
+            f"dilations={dilations}) for xg, wg in zip(tf.split({y}, {group}, axis=3), "
+            f"tf.split(tf.transpose({w}, (2, 3, 1, 0)), {group}, axis=3))], axis=3)"
+        ]
     if b is not None:
         lines.append(f"{y} = tf.nn.bias_add({y}, {b})")
     lines.append(f"{y} = tf.transpose({y}, (0, 3, 1, 2))  # NHWC -> NCHW")

@@ -20,17 +20,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from anpred.execution.transform import TRANSFORMS_KEY
+from anpred.execution.schedule import resume_workers
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import REFERENCE64, Participant, parse_participant
 from anpred.progress import Say, quiet
 from anpred.repro.subgraph import BATCH_INPUT, Batch
+from anpred.settings import ExecutionSettings
 from anpred.store import RunStore
 
 if TYPE_CHECKING:
     from anpred.analysis.oracle import OracleParams
     from anpred.analysis.verdict import Verdict
-    from anpred.execution.executor import Executor
 
 
 @dataclass(frozen=True)
@@ -41,20 +42,17 @@ class TrialSettings:
         population: The participants judged together (the drill-down's population).
         transforms: Participant → its transform records in the run (faults).
         params: Oracle parameters (the run's calibration, if any).
-        threads: Threads per worker.
-        parallel: Workers at the same time.
-        timeout: Seconds per worker (``None``: the pool's default).
-        executor: Where workers run (``None``: local processes).
-        say: Progress printer.
+        execution: How the workers run (resolved: threads, parallel, timeout, executor);
+            the workers' own progress lines are not printed.
+        say: Progress printer (one line per round).
     """
 
     population: tuple[Participant, ...]
     transforms: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     params: OracleParams | None = None
-    threads: int = 1
-    parallel: int = 2
-    timeout: float | None = None
-    executor: Executor | None = None
+    execution: ExecutionSettings = field(
+        default_factory=lambda: ExecutionSettings(parallel=2, max_memory=None).quiet()
+    )
     say: Say = quiet
 
 
@@ -185,7 +183,6 @@ def run_trial(
 
     # the drill-down's own judgement of operator anchors (one input at a time)
     from anpred.pipeline.drill import _verdicts as drill_verdicts
-    from anpred.pipeline.run import resume_workers
 
     if root.exists():
         shutil.rmtree(root)
@@ -215,13 +212,8 @@ def run_trial(
                 group,
                 job,
                 input_ids,
-                lambda _m: None,
-                settings.threads,
-                settings.parallel,
-                None if source is None else source.folder,
-                settings.timeout,
-                None,
-                settings.executor,
+                settings.execution,
+                isolation_source=None if source is None else source.folder,
             )
         )
     failed = {
