@@ -129,7 +129,7 @@ def test_a_release_the_index_lacks_is_one_line_and_leaves_nothing(tmp_path: Path
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    if "has no onnxruntime 0.0.1" not in line:
+    if "has no onnxruntime 0.0.1" not in line or "is it reachable?" in line:
         pytest.skip(f"the package index did not answer: {line}")
     assert line.startswith("anpred: error: onnxruntime@0.0.1: the package index has no onnxrunt")
     assert "(it has 1." in line  # what the index does have, first ... last

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from anpred.errors import UsageError
 from anpred.library.descriptor import Library, get_library
@@ -272,8 +273,13 @@ _SITE = "import sysconfig as s, json; p = s.get_paths(); print(json.dumps(sorted
 
 
 def _step(
-    library: str, version: str, command: list[str], out, log: Path, pip: bool = False
+    library: str, version: str, command: list[str], out: IO[str], log: Path, pip: bool = False
 ) -> None:
+    """Run one build step into the log.
+
+    Raises:
+        UsageError: It failed or took too long (the half-built environment is removed).
+    """
     out.write(f"$ {' '.join(command)}\n")
     out.flush()
     try:
@@ -301,7 +307,9 @@ def _pip_reason(library: str, version: str, text: str) -> str:
     )
     if missing:
         have = [v.strip() for v in missing.group(1).split(",") if v.strip()]
-        span = f"{have[0]} ... {have[-1]}" if len(have) > 2 else ", ".join(have) or "none"
+        if not have:
+            return f"the package index has no {dist} {version} (it lists none: is it reachable?)"
+        span = f"{have[0]} ... {have[-1]}" if len(have) > 2 else ", ".join(have)
         return f"the package index has no {dist} {version} (it has {span})"
     if "Could not find a version" in text or "No matching distribution" in text:
         line = next(
@@ -313,7 +321,7 @@ def _pip_reason(library: str, version: str, text: str) -> str:
     return f"pip failed: {errors[-1][:300] if errors else 'see the log'}"
 
 
-def _smoke(python: str, library: str, out) -> str:
+def _smoke(python: str, library: str, out: IO[str]) -> str:
     """The error the release's import check ends in (``""``: it imports)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONWARNINGS": "ignore"}
     code = f"import numpy, onnx\n{RECIPES[library].smoke}"
