@@ -200,3 +200,20 @@ def test_tables_are_written_and_merged_with_earlier_rows(
     assert "not run: buggy run: exit 2" in text
     assert (tmp_path / "known-bugs.csv").read_text().startswith("id,")
     assert markdown_table([copy.deepcopy(row)]).count("\n") == 3  # header, rule, one row
+
+
+def test_a_run_whose_reference_failed_is_no_verdict_not_a_miss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kb, "installed_version", lambda lib: None)
+    raw = json.loads(GOLDEN.read_text().replace(FAULTY, BUGGY))
+    raw["findings"] = []
+    raw["deviation"]["vs_fp64"][BUGGY] = {a: None for a in raw["deviation"]["vs_fp64"][BUGGY]}
+    torch = next(p for p in raw["participants"] if p["participant"] == "torch")
+    torch.update(status="error", message="MissingTranslatorError: op QuantizeLinear")
+    bug = KnownBug.from_dict(entry())
+    row = score_bug(bug, Summary.from_dict(raw), summary_as(FIXED, findings=False))
+    assert row["judged"] is False and not row["detected"]
+    assert row["failed_participants"] == ["torch: MissingTranslatorError: op QuantizeLinear"]
+    assert bug_outcome(row).startswith("no verdict (not judged: torch: MissingTranslator")
+    assert "no verdict: torch: MissingTranslatorError" in markdown_table([row])

@@ -271,7 +271,9 @@ def score_bug(bug: KnownBug, buggy: Summary, fixed: Summary) -> dict[str, Any]:
         fixed: Summary of the run with ``LIB@FIXED`` instead.
 
     Returns:
-        ``detected`` (the buggy release has findings), ``library_blamed`` (blamed alone by
+        ``judged`` (the buggy release was compared with the fp64 reference at all: not when
+        the reference failed), ``failed_participants`` (``name: message``), ``detected``
+        (the buggy release has findings), ``library_blamed`` (blamed alone by
         consensus on at least half the inputs, as for injected faults), ``blamed_jointly``
         (blamed on at least half, possibly with another participant that deviates the same
         way: two libraries may share a bug), ``first_anchor``
@@ -288,8 +290,13 @@ def score_bug(bug: KnownBug, buggy: Summary, fixed: Summary) -> dict[str, Any]:
     op_type, node = _named_operator(buggy, bp)
     expected_stage = bug.where.get("stage")
     output = buggy.anchor_keys[-1] if buggy.anchor_keys else None
+    judged = any(v is not None for v in buggy.deviation.vs_fp64.get(bp, {}).values())
+    failed = [f"{p.participant}: {p.message}" for p in buggy.participants
+              if p.status.value != "ok"]  # fmt: skip
     row: dict[str, Any] = {
         "id": bug.id,
+        "judged": judged,
+        "failed_participants": failed,
         "library": bug.library,
         "buggy": bp,
         "fixed": fp,
@@ -319,7 +326,10 @@ def score_bug(bug: KnownBug, buggy: Summary, fixed: Summary) -> dict[str, Any]:
 
 def bug_outcome(row: Mapping[str, Any]) -> str:
     """A row in a few words (the campaign's progress line)."""
-    if not row.get("detected"):
+    if row.get("judged") is False:
+        first = (row.get("failed_participants") or ["?"])[0]
+        verdict = f"no verdict (not judged: {first})"
+    elif not row.get("detected"):
         verdict = "missed by anpred"
     else:
         verdict = (

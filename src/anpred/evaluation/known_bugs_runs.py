@@ -167,6 +167,10 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         if "error" in r:
             cells = [r["id"], "", f"not run: {r['error']}"] + [""] * (len(head) - 3)
+        elif r.get("judged") is False:
+            why = "; ".join(r.get("failed_participants", [])[:1])
+            cells = [r["id"], f"{r['buggy']} → {r['fixed'].split('@', 1)[1]}",
+                     f"no verdict: {why}"] + [""] * (len(head) - 3)  # fmt: skip
         else:
             named = r["operator"] or "none"
             cells = [
