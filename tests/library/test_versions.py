@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -32,7 +33,14 @@ from anpred.library.versions import (
     version_library,
 )
 from anpred.participants import parse_participant, parse_participants
-from anpred.pipeline.identical import BY_KEY, KEY, mark_identical, release_groups
+from anpred.pipeline.identical import (
+    BY_KEY,
+    DIFFERS_KEY,
+    KEY,
+    Comparison,
+    mark_releases,
+    release_groups,
+)
 from anpred.report.identical import identical_notes
 from anpred.store import RunStore
 
@@ -204,22 +212,51 @@ def test_every_recipe_installs_wheels_of_the_release() -> None:
 # --- the bit-identical note ----------------------------------------------------------------
 
 
-def test_identical_releases_are_recorded_and_said() -> None:
+def test_releases_compared_bit_for_bit_are_recorded_and_said() -> None:
     records = [
-        {"participant": "torch", "library": "torch"},
-        {"participant": "onnxruntime", "library": "onnxruntime"},
-        {"participant": "onnxruntime@1.17.3", "library": "onnxruntime"},
-        {"participant": "onnxruntime[O0]", "library": "onnxruntime"},
-        {"participant": "onnxruntime[O1]", "library": "onnxruntime"},
+        {"participant": "torch", "library": "torch", "status": "ok"},
+        {"participant": "onnxruntime", "library": "onnxruntime", "status": "ok"},
+        {"participant": "onnxruntime@1.17.3", "library": "onnxruntime", "status": "ok"},
+        {"participant": "onnxruntime@1.20.1", "library": "onnxruntime", "status": "ok"},
+        {"participant": "onnxruntime@1.16.3", "library": "onnxruntime", "status": "crash"},
+        {"participant": "onnxruntime[O0]", "library": "onnxruntime", "status": "ok"},
+        {"participant": "onnxruntime[O1]", "library": "onnxruntime", "status": "ok"},
     ]
-    # only groups with a release, by library and configuration
-    assert release_groups(records) == [["onnxruntime", "onnxruntime@1.17.3"]]
-    mark_identical(records, [("onnxruntime", "onnxruntime@1.17.3")], "captures")
+    # only finished participants, in groups with a release, by library and configuration
+    group = ["onnxruntime", "onnxruntime@1.17.3", "onnxruntime@1.20.1"]
+    assert release_groups(records) == [group]
+    found = [
+        Comparison(("onnxruntime", "onnxruntime@1.17.3"), None),
+        Comparison(("onnxruntime", "onnxruntime@1.20.1"), "layer2", 2, 3e-6),
+        Comparison(("onnxruntime@1.17.3", "onnxruntime@1.20.1"), "stem", 0, 1e-6),
+    ]
+    mark_releases(records, found, "captures")
     assert records[1][KEY] == ["onnxruntime@1.17.3"] and records[2][KEY] == ["onnxruntime"]
     assert records[1][BY_KEY] == "captures" and KEY not in records[0]
-    (note,) = identical_notes(records)
-    assert note.startswith("onnxruntime and onnxruntime@1.17.3 gave bit-identical anchors")
+    assert records[3][DIFFERS_KEY]["onnxruntime"] == {
+        "anchor": "layer2", "index": 2, "max_abs_diff": 3e-6
+    }
+    same, later, first = identical_notes(records)
+    assert same.startswith("onnxruntime and onnxruntime@1.17.3 gave bit-identical anchors")
+    assert later.startswith(
+        "onnxruntime and onnxruntime@1.20.1: anchors bit-identical before layer2, first "
+        "different at layer2, max |Δ| 3e-06"
+    )
+    assert first == "onnxruntime@1.17.3 and onnxruntime@1.20.1 differ from the first anchor " \
+        "on (stem, max |Δ| 1e-06)"
     assert identical_notes(None) == [] and identical_notes([{"participant": "x"}]) == []
+
+
+def test_the_first_anchor_two_captures_differ_at() -> None:
+    from anpred.pipeline.identical import _first_difference
+
+    a = {"stem": np.zeros(3, np.float32), "layer1": np.ones(3, np.float32)}
+    b = {"stem": np.zeros(3, np.float32), "layer1": np.array([1, 1, 1.5], np.float32)}
+    assert _first_difference(a, b, ["stem", "layer1"]) == (1, 0.5)
+    assert _first_difference(a, dict(a), ["stem", "layer1"]) == (2, 0.0)
+    negative_zero = {**a, "stem": -np.zeros(3, np.float32)}  # equal as numbers, not as bits
+    assert _first_difference(a, negative_zero, ["stem", "layer1"]) == (0, 0.0)
+    assert _first_difference(a, None, ["stem"])[0] == 0
 
 
 def test_an_older_onnx_loader_gets_the_ir_version_it_names(tmp_path: Path) -> None:
@@ -275,6 +312,9 @@ def test_an_old_and_the_current_onnxruntime_run_side_by_side(old_onnxruntime, tm
     assert (old.get(KEY) == ["onnxruntime"]) is same
     assert (new.get(KEY) == [f"onnxruntime@{OLD_ORT}"]) is same
     assert ("gave bit-identical anchors" in proc.stdout) is same
+    if not same:  # where they first differ is recorded and said instead
+        assert old[DIFFERS_KEY]["onnxruntime"]["anchor"] in [a["key"] for a in summary["anchors"]]
+        assert "first different at" in proc.stdout or "differ from the first" in proc.stdout
     html = (out / "report.html").read_text()
     assert f"onnxruntime@{OLD_ORT}" in html
     assert ("gave bit-identical anchors" in html) is same

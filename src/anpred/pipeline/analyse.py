@@ -32,7 +32,7 @@ from anpred.participants import REFERENCE32, REFERENCE64, precision_of
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, observer_summary
-from anpred.pipeline.identical import identical_pairs, mark_identical, release_groups
+from anpred.pipeline.identical import compare_releases, mark_releases, release_groups
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.summary import (
@@ -409,7 +409,7 @@ def analyse(
     }
     for record in records:
         record["observer"] = observer_summary(ev.observer.get(record["participant"], {}))
-    _identical_releases(store, records, input_ids, verdicts)
+    _compare_releases(store, records, anchors, input_ids, verdicts)
     return Summary(
         model=ModelInfo(
             name=options["model"],
@@ -468,18 +468,24 @@ def analyse(
     )
 
 
-def _identical_releases(
-    store: RunStore, records: list[dict[str, Any]], input_ids: list[str], verdicts: list[Verdict]
+def _compare_releases(
+    store: RunStore,
+    records: list[dict[str, Any]],
+    anchors: list[str],
+    input_ids: list[str],
+    verdicts: list[Verdict],
 ) -> None:
-    """Record the library releases whose anchors are bit-identical (:mod:`.identical`)."""
+    """Record which library releases gave bit-identical anchors, and where the others first
+    differ (:mod:`.identical`).
+    """
     from anpred.pipeline.prune import captures_pruned
 
     groups = release_groups(records)
     if groups:
         members = [n for g in groups for n in g]
         captures = not captures_pruned(store, members, input_ids)
-        pairs = identical_pairs(store, groups, input_ids, verdicts, captures)
-        mark_identical(records, pairs, "captures" if captures else "deviations")
+        found = compare_releases(store, groups, anchors, input_ids, verdicts, captures)
+        mark_releases(records, found, "captures" if captures else "deviations")
 
 
 def _packed_inputs(store: RunStore) -> tuple[dict[str, Any], ...]:

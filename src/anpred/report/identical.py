@@ -1,7 +1,9 @@
-"""The report's note on library releases that gave bit-identical anchors.
+"""The report's notes on library releases compared bit for bit.
 
-The run records it on each participant (:mod:`anpred.pipeline.identical`); the terminal
-summary and the HTML report's library section say it in one sentence per group.
+The run records them on each participant (:mod:`anpred.pipeline.identical`): releases that
+gave bit-identical anchors (one vote in the consensus, not several), and for releases that
+differ, the first anchor where they do. The terminal summary and the HTML report's library
+section say each in one sentence.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from anpred.pipeline.identical import BY_KEY, KEY
+from anpred.pipeline.identical import BY_KEY, DIFFERS_KEY, KEY
 
 _HOW = {
     "captures": "every anchor of every input equal bit for bit",
@@ -18,27 +20,50 @@ _HOW = {
 
 
 def identical_notes(participants: Any) -> list[str]:
-    """One sentence per group of participants with bit-identical anchors (``participants``:
-    the raw summary's participant records; anything else is skipped).
+    """One sentence per group of participants with bit-identical anchors, then one per pair
+    of releases that differ (``participants``: the raw summary's participant records;
+    anything else is skipped).
     """
     if not isinstance(participants, Iterable) or isinstance(participants, str | Mapping):
         return []
-    groups: list[tuple[list[str], str]] = []
-    seen: set[str] = set()
-    for record in participants:
-        if not isinstance(record, Mapping) or not isinstance(record.get(KEY), list):
-            continue
+    records = [r for r in participants if isinstance(r, Mapping)]
+    notes, seen = [], set()
+    for record in records:
         name = str(record.get("participant", "?"))
-        if name in seen:
+        if not isinstance(record.get(KEY), list) or name in seen:
             continue
         members = [name, *(str(n) for n in record[KEY])]
         seen.update(members)
-        groups.append((members, _HOW.get(str(record.get(BY_KEY)), "")))
-    return [
-        f"{_listed(members)} gave bit-identical anchors ({how}): the same kernels, "
-        "one vote in the consensus, not independent ones"
-        for members, how in groups
-    ]
+        how = _HOW.get(str(record.get(BY_KEY)), "")
+        notes.append(
+            f"{_listed(members)} gave bit-identical anchors ({how}): the same kernels, one "
+            "vote in the consensus, not independent ones"
+        )
+    said = set()
+    for record in records:
+        name = str(record.get("participant", "?"))
+        differing = record.get(DIFFERS_KEY)
+        if not isinstance(differing, Mapping):
+            continue
+        for other, where in differing.items():
+            if frozenset((name, other)) in said or not isinstance(where, Mapping):
+                continue
+            said.add(frozenset((name, other)))
+            notes.append(_differs(name, str(other), where, record.get(BY_KEY)))
+    return notes
+
+
+def _differs(name: str, other: str, where: Mapping[str, Any], by: Any) -> str:
+    anchor = where.get("anchor", "?")
+    diff = where.get("max_abs_diff")
+    size = f", max |Δ| {diff:.2g}" if isinstance(diff, int | float) else ""
+    if where.get("index") == 0:
+        return f"{name} and {other} differ from the first anchor on ({anchor}{size})"
+    basis = "anchors" if by == "captures" else "deviations"
+    return (
+        f"{name} and {other}: {basis} bit-identical before {anchor}, first different at "
+        f"{anchor}{size}: what changed between them is in the stage that ends there"
+    )
 
 
 def _listed(names: list[str]) -> str:
