@@ -40,6 +40,7 @@ from anpred.pipeline.identical import (
     Comparison,
     mark_releases,
     release_groups,
+    stage_operators,
 )
 from anpred.report.identical import identical_notes
 from anpred.store import RunStore
@@ -245,6 +246,15 @@ def test_releases_compared_bit_for_bit_are_recorded_and_said() -> None:
     assert first == "onnxruntime@1.17.3 and onnxruntime@1.20.1 differ from the first anchor " \
         "on (stem, max |Δ| 1e-06)"
     assert identical_notes(None) == [] and identical_notes([{"participant": "x"}]) == []
+    one_op = {"anchor": "pool", "index": 5, "max_abs_diff": 4.8e-7,
+              "stage_ops": {"GlobalAveragePool": 1}, "operator": "/avgpool/GlobalAveragePool"}
+    (note,) = identical_notes([{"participant": "jax@0.10.1", DIFFERS_KEY: {"jax": one_op},
+                                BY_KEY: "captures"}])  # fmt: skip
+    assert note == (
+        "jax@0.10.1 and jax: anchors bit-identical before pool, first different at pool "
+        "(GlobalAveragePool×1), max |Δ| 4.8e-07: the operator whose numerics changed between "
+        "them is /avgpool/GlobalAveragePool"
+    )
 
 
 def test_the_first_anchor_two_captures_differ_at() -> None:
@@ -312,6 +322,9 @@ def test_an_old_and_the_current_onnxruntime_run_side_by_side(old_onnxruntime, tm
     assert (old.get(KEY) == ["onnxruntime"]) is same
     assert (new.get(KEY) == [f"onnxruntime@{OLD_ORT}"]) is same
     assert ("gave bit-identical anchors" in proc.stdout) is same
+    # what the stage where two releases first differ holds (tiny CNN: s2 = Conv + Sigmoid)
+    held = stage_operators(store.read_export(), ["s2", "nosuchstage"])
+    assert held == {"s2": {"stage_ops": {"Conv": 1, "Sigmoid": 1}, "operator": None}}
     if not same:  # where they first differ is recorded and said instead
         assert old[DIFFERS_KEY]["onnxruntime"]["anchor"] in [a["key"] for a in summary["anchors"]]
         assert "first different at" in proc.stdout or "differ from the first" in proc.stdout

@@ -32,7 +32,12 @@ from anpred.participants import REFERENCE32, REFERENCE64, precision_of
 from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, observer_summary
-from anpred.pipeline.identical import compare_releases, mark_releases, release_groups
+from anpred.pipeline.identical import (
+    compare_releases,
+    mark_releases,
+    release_groups,
+    stage_operators,
+)
 from anpred.progress import Say, quiet
 from anpred.store import RunStore
 from anpred.store.summary import (
@@ -485,7 +490,9 @@ def _compare_releases(
         members = [n for g in groups for n in g]
         captures = not captures_pruned(store, members, input_ids)
         found = compare_releases(store, groups, anchors, input_ids, verdicts, captures)
-        mark_releases(records, found, "captures" if captures else "deviations")
+        differing = {c.differs_at for c in found if c.differs_at is not None}
+        stages = stage_operators(store.read_export(), differing) if differing else {}
+        mark_releases(records, found, "captures" if captures else "deviations", stages)
 
 
 def _packed_inputs(store: RunStore) -> tuple[dict[str, Any], ...]:

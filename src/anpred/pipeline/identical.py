@@ -29,15 +29,20 @@ from typing import Any
 import numpy as np
 
 from anpred.analysis.verdict import Verdict
+from anpred.errors import UsageError
 from anpred.store import RunStore
 from anpred.store.outcome import FINISHED_STATES
+
+Json = dict[str, Any]
 
 #: Record key: the participants whose anchors equal this one's bit for bit.
 KEY = "identical_anchors"
 #: Record key: how the comparison was made (``captures`` or ``deviations``).
 BY_KEY = "identical_by"
 #: Record key: other release → ``{"anchor": the first anchor that differs, "index": its
-#: place in the anchor order (0: the first), "max_abs_diff": the largest difference there}``.
+#: place in the anchor order (0: the first), "max_abs_diff": the largest difference there,
+#: "stage_ops": {op type: count} of the stage that ends there, "operator": that node when the
+#: stage has one operator}``.
 DIFFERS_KEY = "release_differs_at"
 #: Marks a release in a participant name (:data:`anpred.library.versions.VERSION_MARK`).
 _RELEASE = "@"
@@ -108,10 +113,42 @@ def compare_releases(
     ]  # fmt: skip
 
 
+def stage_operators(export: Mapping[str, Any], stages: Iterable[str]) -> dict[str, Json]:
+    """``{stage: {"stage_ops": {op type: count}, "operator": node or None}}`` of the run's
+    anchored graph (``export``: the run's export record); ``{}`` when it cannot be read.
+    """
+    import onnx
+
+    from anpred.inject.plan import stage_anchors
+    from anpred.inject.stages import node_stages, stage_ops
+    from anpred.interchange.export import AnchoredExport
+
+    wanted = set(stages)
+    try:
+        anchored = AnchoredExport.from_dict(dict(export))
+        model = onnx.load(str(anchored.anchored_path))
+        anchors = stage_anchors(anchored)
+        counts, where = stage_ops(model, anchors), node_stages(model, anchors)
+    except (OSError, ValueError, KeyError, UsageError):
+        return {}
+    found = {}
+    for stage in wanted & set(counts):
+        nodes = [k for k, s in where.items() if s == stage]
+        ops = dict(sorted(counts[stage].items()))
+        single = nodes[0] if len(nodes) == 1 and sum(ops.values()) == 1 else None
+        found[stage] = {"stage_ops": ops, "operator": single}
+    return found
+
+
 def mark_releases(
-    records: Sequence[dict[str, Any]], comparisons: Sequence[Comparison], by: str
+    records: Sequence[dict[str, Any]],
+    comparisons: Sequence[Comparison],
+    by: str,
+    stages: Mapping[str, Json] | None = None,
 ) -> None:
-    """Record ``comparisons`` on the participants' records (in place)."""
+    """Record ``comparisons`` on the participants' records (in place), with what the stage
+    where two releases first differ holds (``stages``: :func:`stage_operators`).
+    """
     for record in records:
         name = record.get("participant")
         mine = [c for c in comparisons if name in c.pair]
@@ -123,7 +160,10 @@ def mark_releases(
             record[KEY] = same
         differing = {
             _other(c, name): {
-                "anchor": c.differs_at, "index": c.index, "max_abs_diff": c.max_abs_diff
+                "anchor": c.differs_at,
+                "index": c.index,
+                "max_abs_diff": c.max_abs_diff,
+                **(stages or {}).get(str(c.differs_at), {}),
             }
             for c in mine
             if c.differs_at is not None

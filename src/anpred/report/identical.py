@@ -57,12 +57,22 @@ def _differs(name: str, other: str, where: Mapping[str, Any], by: Any) -> str:
     anchor = where.get("anchor", "?")
     diff = where.get("max_abs_diff")
     size = f", max |Δ| {diff:.2g}" if isinstance(diff, int | float) else ""
+    ops = where.get("stage_ops")
+    held = ""
+    if isinstance(ops, Mapping) and ops:
+        held = f" ({', '.join(f'{op}×{n}' for op, n in ops.items())})"
     if where.get("index") == 0:
-        return f"{name} and {other} differ from the first anchor on ({anchor}{size})"
+        return f"{name} and {other} differ from the first anchor on ({anchor}{held}{size})"
     basis = "anchors" if by == "captures" else "deviations"
+    single = where.get("operator")
+    what = (
+        f"the operator whose numerics changed between them is {single}"
+        if isinstance(single, str)
+        else "what changed between them is in the stage that ends there"
+    )
     return (
         f"{name} and {other}: {basis} bit-identical before {anchor}, first different at "
-        f"{anchor}{size}: what changed between them is in the stage that ends there"
+        f"{anchor}{held}{size}: {what}"
     )
 
 
