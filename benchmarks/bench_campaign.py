@@ -1,0 +1,198 @@
+"""Fault runs per CPU-hour of an evaluation campaign (``anpred eval``).
+
+A campaign's CPU goes to its fault runs: each injects one fault into one participant and
+judges the run against the clean one. This benchmark runs a slice of the yolov8n and
+resnet50 grids (``configs/eval-yolov8n-onnxruntime.json``, faulty onnxruntime;
+``configs/eval-resnet50-tensorflow.json``, faulty tensorflow) in two steps per grid, each
+``python -m anpred eval`` in a fresh process, timed from outside (CPU seconds of the process
+and every descendant, ``getrusage(RUSAGE_CHILDREN)``):
+
+1. the grid with no faults: the clean run and the calibration run (the campaign's fixed
+   cost per model);
+2. the same grid and output folder with the slice's faults: the clean and calibration runs
+   are resumed (judged again), then one fault run per (fault, stage).
+
+``fault runs per CPU-hour`` is the fault runs of step 2 over its CPU hours (the fixed cost
+of step 1 is printed beside, and the whole campaign's rate with it). The slice: the grid's
+first fault axis at its first severity and its last axis at its last severity (a bf16
+round-trip and the mildest mantissa truncation), at two stages (the first and the middle
+one of the clean run's stage anchors): 4 fault runs per grid. ``--faults-csv-like DIR``
+compares the ``faults.csv`` decisions with another campaign's (same slice): every column
+but the two measured distances must be equal, those within 1e-9 relative. Run::
+
+    python benchmarks/bench_campaign.py                  # both grids (tens of minutes)
+    python benchmarks/bench_campaign.py --grids yolov8n  # one
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from workload import PYTHON, machine_note, markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+GRIDS = {
+    "yolov8n": ROOT / "configs" / "eval-yolov8n-onnxruntime.json",
+    "resnet50": ROOT / "configs" / "eval-resnet50-tensorflow.json",
+}
+#: Columns of ``faults.csv`` that are measured numbers, not decisions.
+MEASURED = ("output_rel_l2_vs_fp64", "stage_rel_l2_vs_fp64")
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every child process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def slice_faults(grid: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slice's fault axes: the first axis at its first severity, the last at its last."""
+    first, last = grid["faults"][0], grid["faults"][-1]
+    return [
+        {**first, "severities": first["severities"][:1]},
+        {**last, "severities": last["severities"][-1:]},
+    ]
+
+
+def eval_step(grid: dict[str, Any], out: Path, args: argparse.Namespace, log: Path) -> float:
+    """Run ``anpred eval`` on ``grid`` into ``out``; return its CPU seconds."""
+    config = log.with_suffix(".json")
+    config.write_text(json.dumps(grid))
+    command = [
+        PYTHON, "-m", "anpred", "eval", "--config", str(config), "--out", str(out),
+        "--threads", str(args.threads), "--parallel", str(args.parallel),
+    ]  # fmt: skip
+    cpu = children_cpu()
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise RuntimeError(f"anpred eval exited with {code}:\n{tail}")
+    print(f"  {log.stem}: {time.perf_counter() - start:.0f} s wall", file=sys.stderr)
+    return children_cpu() - cpu
+
+
+def stage_anchors(out: Path, model: str) -> list[str]:
+    """The clean run's stage anchors (every anchor but the output), in order."""
+    summary = json.loads((out / model / "clean" / "summary.json").read_text())
+    return [a["key"] for a in summary["anchors"]][:-1]
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a ``faults.csv``."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def same_decisions(rows: list[dict[str, str]], other: list[dict[str, str]]) -> list[str]:
+    """Differences between two ``faults.csv`` tables (empty: the same decisions)."""
+    if len(rows) != len(other):
+        return [f"{len(rows)} rows against {len(other)}"]
+    differ = []
+    for i, (a, b) in enumerate(zip(rows, other, strict=True)):
+        for column in sorted(set(a) | set(b)):
+            x, y = a.get(column), b.get(column)
+            if column in MEASURED and x and y:
+                if not math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=0.0):
+                    differ.append(f"row {i} {column}: {x} vs {y}")
+            elif x != y:
+                differ.append(f"row {i} {column}: {x} vs {y}")
+    return differ
+
+
+def measure(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Both steps of one grid's slice; the rate, the fixed cost and the rows."""
+    grid = json.loads(GRIDS[model].read_text())
+    out = work / f"eval-{model}"
+    print(f"{model}: clean and calibration runs ({GRIDS[model].name}, no faults)", file=sys.stderr)
+    fixed = eval_step({**grid, "faults": []}, out, args, work / f"{model}-clean.log")
+    stages = stage_anchors(out, model)
+    chosen = [stages[0], stages[len(stages) // 2]]
+    sliced = {**grid, "faults": slice_faults(grid), "stages": chosen}
+    print(f"{model}: fault runs at {', '.join(chosen)}", file=sys.stderr)
+    faults_cpu = eval_step(sliced, out, args, work / f"{model}-faults.log")
+    rows = read_rows(out / "faults.csv")
+    return {
+        "model": model,
+        "grid": str(GRIDS[model].relative_to(ROOT)),
+        "slice": sliced,
+        "fault_runs": len(rows),
+        "fixed_cpu_s": fixed,
+        "faults_cpu_s": faults_cpu,
+        "per_cpu_hour": len(rows) / (faults_cpu / 3600),
+        "campaign_per_cpu_hour": len(rows) / ((fixed + faults_cpu) / 3600),
+        "rows": rows,
+    }
+
+
+def main() -> int:
+    """Run the slices and print the rates."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--grids", default=",".join(GRIDS), help=f"comma-separated of {', '.join(GRIDS)}"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    parser.add_argument("--parallel", default="2", help="anpred eval --parallel (default 2)")
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--faults-csv-like",
+        type=Path,
+        metavar="DIR",
+        help="a --work folder of another campaign (same slice): compare faults.csv decisions",
+    )
+    args = parser.parse_args()
+    models = [m for m in args.grids.split(",") if m]
+    unknown = sorted(set(models) - set(GRIDS))
+    if unknown:
+        parser.error(f"unknown grids {unknown}; known: {', '.join(GRIDS)}")
+    work = args.work or Path(tempfile.mkdtemp(prefix="anpred-bench-campaign-"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["ANPRED_CACHE"] = str(work / "cache")  # fresh: exports and caches are its own
+    print(f"# Fault runs per CPU-hour (`anpred eval`)\n\n{machine_note()}\n")
+    results = []
+    for model in models:
+        results.append(measure(model, args, work))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+    print(
+        markdown_table(
+            ["grid (slice)", "fault runs", "their CPU s", "CPU s per fault run",
+             "fault runs per CPU-hour", "clean + calibration CPU s",
+             "campaign (all) per CPU-hour"],
+            [
+                [r["grid"], r["fault_runs"], f"{r['faults_cpu_s']:.0f}",
+                 f"{r['faults_cpu_s'] / r['fault_runs']:.1f}", f"{r['per_cpu_hour']:.0f}",
+                 f"{r['fixed_cpu_s']:.0f}", f"{r['campaign_per_cpu_hour']:.0f}"]
+                for r in results
+            ],
+        )
+    )  # fmt: skip
+    if args.faults_csv_like:
+        for r in results:
+            other = read_rows(args.faults_csv_like / f"eval-{r['model']}" / "faults.csv")
+            differ = same_decisions(r["rows"], other)
+            verdict = "identical decisions" if not differ else f"{len(differ)} differences"
+            print(f"\n{r['model']} faults.csv vs {args.faults_csv_like}: {verdict}")
+            for line in differ[:10]:
+                print(f"  {line}")
+    runs = sum(r["fault_runs"] for r in results)
+    cpu = sum(r["faults_cpu_s"] for r in results)
+    print(f"\nfault runs per CPU-hour: {runs / (cpu / 3600):.0f}  ({' and '.join(models)} slices)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
