@@ -248,7 +248,8 @@ def _describe_compile(described: dict[str, Any], compiled: str) -> dict[str, Any
         described["compiled"] = compiled
     if described["autocast"] is not None:
         described["autocast_device"] = "cpu"
-        described["mkldnn_bf16_supported"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)  # not in torch 2.0
+        described["mkldnn_bf16_supported"] = bool(check()) if check is not None else None
     return described
 
 
