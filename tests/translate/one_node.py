@@ -6,8 +6,8 @@ translators (:func:`run_case`), the float64 copy of the same (float32-representa
 values through :class:`onnx.reference.ReferenceEvaluator` (:func:`reference`). Each test
 file keeps its own random generator, tolerances, cases and checks.
 
-The model differs from :func:`anpred.translate.conformance_cases.build_model` (which takes
-an :class:`~anpred.translate.conformance_cases.OpCase`): no strict shape inference or
+The model differs from :func:`conformance.cases.build_model` (which takes
+an :class:`~conformance.cases.OpCase`): no strict shape inference or
 checker, and the node is named by the caller; the attribute and dtype rules are shared.
 
 This module imports no DL library (only numpy, onnx and anpred's translation core), so
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import onnx
+from conformance.cases import FLOAT_TYPE, as_float_dtype, node_attribute
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from anpred.translate.conformance_cases import FLOAT_TYPE, as_float_dtype, node_attribute
 from anpred.translate.graph import GraphProgram
 
 __all__ = [

@@ -4,7 +4,7 @@ DL-free unit tests of the harness first, then one subprocess per library (tensor
 paddle never share a process): the vision subset by default, every runnable test and the
 fed-input mode marked slow. A test whose outcome changes (newly failing, or newly passing
 without its expectation updated) fails; update with
-``python -m anpred.translate.backend_suite --library <lib> --update`` (and ``--mode fed``).
+``python -m conformance.backend_suite --library <lib> --update`` (and ``--mode fed``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from anpred.translate import backend_suite as suite
-from anpred.translate.backend_reasons import CATEGORIES, annotate
-from anpred.translate.backend_tests import (
+from conformance import backend_suite as suite
+from conformance.backend_reasons import CATEGORIES, annotate
+from conformance.backend_tests import (
     VISION_OPS,
     BackendTest,
     fed_feeds,
@@ -31,6 +30,11 @@ from anpred.translate.backend_tests import (
 )
 
 EXPECTATIONS = Path(__file__).parent / "expectations"
+#: ``python -m conformance...`` runs with this folder (the suites' package) on its path.
+_SUITES = os.pathsep.join(
+    [str(Path(__file__).resolve().parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
+
 _PACKAGES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle",
              "onnxruntime": "onnxruntime"}  # fmt: skip
 
@@ -136,9 +140,9 @@ def _run(library: str, tmp_path: Path, *args: str) -> subprocess.CompletedProces
     if importlib.util.find_spec(_PACKAGES[library]) is None:
         pytest.skip(f"{_PACKAGES[library]} is not installed")
     env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")  # fmt: skip
+               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=_SUITES)  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-m", "anpred.translate.backend_suite", "--library", library,
+        [sys.executable, "-m", "conformance.backend_suite", "--library", library,
          "--expectations", str(EXPECTATIONS), *args],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip

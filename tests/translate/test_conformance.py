@@ -14,11 +14,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-
-from anpred.translate import conformance as conf
-from anpred.translate.adapter import LibraryAdapter
-from anpred.translate.conformance import CaseReference, CaseStatus, Deviation
-from anpred.translate.conformance_cases import (
+from conformance import suite as conf
+from conformance.cases import (
     REQUIRED_OPS,
     all_cases,
     build_model,
@@ -27,6 +24,9 @@ from anpred.translate.conformance_cases import (
     input_names,
     make_case,
 )
+from conformance.suite import CaseReference, CaseStatus, Deviation
+
+from anpred.translate.adapter import LibraryAdapter
 from anpred.translate.registry import register
 
 # --- the case builder -------------------------------------------------------------------
@@ -220,6 +220,11 @@ def test_cli_rejects_unknown_ops() -> None:
 
 # --- every library, in its own process --------------------------------------------------
 
+#: ``python -m conformance...`` runs with this folder (the suites' package) on its path.
+_SUITES = os.pathsep.join(
+    [str(Path(__file__).resolve().parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
+
 _PACKAGES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle"}
 
 #: Cases a translator is known to get wrong or not to translate, none used by the zoo.
@@ -236,9 +241,9 @@ def test_library_passes_every_case_or_reports_it_missing(library: str, tmp_path:
         pytest.skip(f"{_PACKAGES[library]} is not installed")
     out = tmp_path / f"{library}.json"
     env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")  # fmt: skip
+               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=_SUITES)  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-m", "anpred.translate.conformance", "--library", library,
+        [sys.executable, "-m", "conformance.suite", "--library", library,
          "--json", str(out), "--allow-missing"],
         capture_output=True, text=True, env=env, timeout=800,
     )  # fmt: skip

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conformance.backend_tests import load_tests
+from conformance.reference import evaluate
 from onnx import helper
 
 from anpred.errors import UsageError
 from anpred.translate import recurrent
-from anpred.translate.backend_tests import load_tests
-from anpred.translate.conformance_reference import evaluate
 from anpred.translate.registry import NodeCall
 from anpred.translate.transposed_window import transposed_window
 from anpred.translate.upsample import as_resize
@@ -149,7 +149,7 @@ _FALLBACKS = {  # attrs, x shape, w shape: an odd crop; an output padding (onnxr
 
 _SCRIPT = """
 import sys, numpy as np, onnx
-from anpred.translate.conformance import _to_onnx_layout, make_library_adapter
+from conformance.suite import _to_onnx_layout, make_library_adapter
 from anpred.translate.graph import GraphProgram
 adapter = make_library_adapter(sys.argv[1])
 data = np.load(sys.argv[2])

@@ -1,10 +1,11 @@
 """How many of ONNX's backend node tests each library passes (what ``anpred libs`` shows).
 
 The expectation files (``tests/translate/expectations/<library>[.fed].json``, written by
-``python -m anpred.translate.backend_suite --library <lib> --update``) are the single source
-of truth; :data:`NODE_TESTS` is their pass counts, carried in the package so that
-``anpred libs`` can say them without the test tree, and ``tests/translate/test_node_coverage.py``
-fails when the two disagree (it prints the counts to put here).
+``cd tests/translate && python -m conformance.backend_suite --library <lib> --update``) are
+the single source of truth; :data:`NODE_TESTS` is their pass counts, carried in the package
+so that ``anpred libs`` can say them without the test tree, and
+``tests/translate/test_node_coverage.py`` fails when the two disagree (it prints the counts
+to put here).
 
 ``static``: every input but the first is an initializer (constant), as in anpred's graphs;
 ``fed``: every input fed at run time (shape ops on fed tensors, dynamic shapes).

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conformance.backend_tests import BackendTest, load_tests, static_model
 from onnx.reference import ReferenceEvaluator
 
-from anpred.translate.backend_tests import BackendTest, load_tests, static_model
 from anpred.translate.double_graph import to_double
 from anpred.translate.graph import GraphProgram
 from anpred.translate.torch import make_adapter

@@ -20,17 +20,17 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from onnx import helper
-
-from anpred.errors import MissingTranslatorError, UsageError
-from anpred.translate.conformance import deviation, evaluate, measure_reference, tolerance
-from anpred.translate.conformance_cases import (
+from conformance.cases import (
     OpCase,
     all_cases,
     build_model,
     case_feeds,
     output_names,
 )
+from conformance.suite import deviation, evaluate, measure_reference, tolerance
+from onnx import helper
+
+from anpred.errors import MissingTranslatorError, UsageError
 from anpred.translate.graph import GraphProgram
 from anpred.translate.torch import make_adapter
 from anpred.translate.torch.adapter import float_dtype

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from anpred.translate.conformance_cases import OpCase, build_model, case_feeds
+from conformance.cases import OpCase, build_model, case_feeds
 
 
 @dataclass(frozen=True)

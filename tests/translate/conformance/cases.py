@@ -7,7 +7,7 @@ initializers, as in a model exported by ``torch.onnx``. Float inputs are drawn i
 so the float64 copy of a case holds exactly the same values.
 
 The catalogue itself (which shapes and attributes each op is tested with) lives in
-:mod:`anpred.translate.conformance_catalog`; :func:`all_cases` returns it.
+:mod:`conformance.catalog`; :func:`all_cases` returns it.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def case_feeds(case: OpCase, float_dtype: Any = np.float32) -> dict[str, np.ndar
 
 def all_cases(ops: Sequence[str] | None = None) -> list[OpCase]:
     """Return the catalogue's cases, optionally only those of ``ops`` (in catalogue order)."""
-    from anpred.translate.conformance_catalog import catalogue
+    from conformance.catalog import catalogue
 
     cases = catalogue()
     if ops is None:

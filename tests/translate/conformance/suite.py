@@ -1,6 +1,6 @@
 """Op conformance suite: every library's translators, op by op, against float64 ONNX.
 
-Each case of :mod:`anpred.translate.conformance_catalog` is a one-node ONNX model. Its
+Each case of :mod:`conformance.catalog` is a one-node ONNX model. Its
 reference is :class:`onnx.reference.ReferenceEvaluator` run on a float64 copy of the model
 and of the (float32-representable) inputs. A library's translation of the float32 model is
 compared with that reference in two deviation metrics, relative L2
@@ -35,7 +35,7 @@ moved back to channels-first before comparison.
 
 Command line::
 
-    python -m anpred.translate.conformance --library jax [--json out.json] [--ops Conv,Relu]
+    python -m conformance.suite --library jax [--json out.json] [--ops Conv,Relu]
 
 prints one row per case and exits 1 when a case fails, errors, or (unless
 ``--allow-missing``) has no translator.
@@ -56,14 +56,14 @@ from typing import Any
 
 import numpy as np
 
-from anpred.translate.conformance_cases import (
+from conformance.cases import (
     OpCase,
     all_cases,
     build_model,
     case_feeds,
     output_names,
 )
-from anpred.translate.conformance_reference import (
+from conformance.reference import (
     CaseReference,
     Deviation,
     deviation,
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     from anpred.errors import AnpredError
 
-    parser = argparse.ArgumentParser(prog="python -m anpred.translate.conformance")
+    parser = argparse.ArgumentParser(prog="python -m conformance.suite")
     parser.add_argument("--library", required=True, choices=LIBRARIES)
     parser.add_argument("--json", type=Path, help="write the results to this JSON file")
     parser.add_argument("--ops", help="comma-separated op types (default: all)")

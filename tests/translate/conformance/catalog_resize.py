@@ -9,8 +9,8 @@ against ONNX's reference evaluator in float64, at the suite's tolerance rule.
 
 from __future__ import annotations
 
-from anpred.translate.conformance_cases import OpCase, feed, make_case, static
-from anpred.translate.conformance_catalog import scales
+from conformance.cases import OpCase, feed, make_case, static
+from conformance.catalog import scales
 
 
 def resize_cases() -> list[OpCase]:

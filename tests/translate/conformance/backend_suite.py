@@ -1,6 +1,6 @@
 """ONNX's backend node tests run through one library's translators, against expectations.
 
-Each runnable test (:mod:`anpred.translate.backend_tests`) is built into a
+Each runnable test (:mod:`conformance.backend_tests`) is built into a
 :class:`~anpred.translate.graph.GraphProgram` through the library's adapter, exactly as a
 run builds a model, and its outputs are compared with ONNX's expected outputs the way
 ONNX's backend runner does: same shape, same dtype (results keep ONNX's output dtypes),
@@ -10,11 +10,11 @@ ONNX's backend runner does: same shape, same dtype (results keep ONNX's output d
 Outcomes: ``pass``, ``missing`` (no translator), ``error`` (the library raised), ``wrong``
 (shape, dtype or values differ). The expectation file of a library
 (``tests/translate/expectations/<library>.json``) holds every test's outcome and, for each
-one that does not pass, a reason (:mod:`anpred.translate.backend_reasons`).
+one that does not pass, a reason (:mod:`conformance.backend_reasons`).
 
 Command line::
 
-    python -m anpred.translate.backend_suite --library jax [--subset all] [--update]
+    python -m conformance.backend_suite --library jax [--subset all] [--update]
         [--mode static|fed] [--expectations DIR] [--json out.json]
 
 prints the outcome table, then the tests whose outcome differs from the expectation file,
@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from anpred.translate.backend_tests import BackendTest, fed_feeds, load_tests, select, static_model
+from conformance.backend_tests import BackendTest, fed_feeds, load_tests, select, static_model
 
 LIBRARIES = ("torch", "tensorflow", "jax", "paddle", "onnxruntime")
 OUTCOMES = ("pass", "missing", "error", "wrong")
 #: Where the checked-in expectation files live (relative to the repository root).
-DEFAULT_EXPECTATIONS = Path("tests/translate/expectations")
+DEFAULT_EXPECTATIONS = Path(__file__).resolve().parents[1] / "expectations"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -76,13 +76,13 @@ class Runner:
         self.mode = mode
         self.adapter: Any = None
         if library != "onnxruntime":
-            from anpred.translate.conformance import make_library_adapter
+            from conformance.suite import make_library_adapter
 
             self.adapter = make_library_adapter(library)
 
     def _translated(self, test: BackendTest) -> list[np.ndarray]:
-        from anpred.translate.conformance import _to_onnx_layout
         from anpred.translate.graph import GraphProgram
+        from conformance.suite import _to_onnx_layout
 
         if self.mode == "static":
             model, feeds = static_model(test)
@@ -188,9 +188,9 @@ def differences(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
-    from anpred.translate.backend_reasons import annotate
+    from conformance.backend_reasons import annotate
 
-    parser = argparse.ArgumentParser(prog="python -m anpred.translate.backend_suite")
+    parser = argparse.ArgumentParser(prog="python -m conformance.backend_suite")
     parser.add_argument("--library", required=True, choices=LIBRARIES)
     parser.add_argument("--subset", choices=("vision", "all"), default="all")
     parser.add_argument("--mode", choices=("static", "fed"), default="static")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from anpred.translate.conformance_cases import (
+from conformance.cases import (
     FLOAT_TYPE,
     CaseInput,
     OpCase,
@@ -404,8 +404,8 @@ def _constants() -> list[OpCase]:
 @cache
 def catalogue() -> tuple[OpCase, ...]:
     """Return every conformance case, grouped by op family."""
-    from anpred.translate.conformance_catalog_decoders import FAMILIES
-    from anpred.translate.conformance_catalog_resize import resize_cases
+    from conformance.catalog_decoders import FAMILIES
+    from conformance.catalog_resize import resize_cases
 
     families = (
         _elementwise, _activations, _selection, _convolutions, _pools, _normalisations,

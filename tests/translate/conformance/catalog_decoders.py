@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from anpred.translate.conformance_cases import OpCase, feed, make_case, static, weight
+from conformance.cases import OpCase, feed, make_case, static, weight
 
 
 def _ct(case_id: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool, **attrs: Any) -> OpCase:
