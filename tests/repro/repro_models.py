@@ -15,9 +15,10 @@ from anpred.interchange.export import AnchorOutput
 SHAPE = (1, 3, 16, 16)
 
 
-def tiny_cnn(path: Path | None = None) -> onnx.ModelProto:
+def tiny_cnn(path: Path | None = None, anchors_out: bool = True) -> onnx.ModelProto:
     """Conv/Relu (stage s1), Conv/Sigmoid/Add (stage s2), GlobalAveragePool/Flatten/Gemm
-    (output), with module scopes in node names; every anchor a graph output.
+    (output), with module scopes in node names; every anchor a graph output unless
+    ``anchors_out`` is false (the model a user brings: only the logits).
     """
     rng = np.random.default_rng(0)
 
@@ -45,7 +46,7 @@ def tiny_cnn(path: Path | None = None) -> onnx.ModelProto:
         helper.make_tensor_value_info("r1", TensorProto.FLOAT, [1, 8, 16, 16]),
         helper.make_tensor_value_info("a2", TensorProto.FLOAT, [1, 8, 16, 16]),
         helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10]),
-    ]
+    ][0 if anchors_out else 2 :]
     graph = helper.make_graph(
         nodes, "tiny", [helper.make_tensor_value_info("images", TensorProto.FLOAT, list(SHAPE))],
         outputs, initializer=inits,
