@@ -48,7 +48,7 @@ class KnownBug:
         fixed: A release that does not (older than ``buggy`` for a regression).
         script: The standalone verification script, relative to the repository root.
         model: What ``anpred run`` gets: ``path/models.py:function`` (a torch module) or
-            ``onnx:NAME`` (an ONNX file written by ``models.write_onnx``).
+            ``onnx:NAME`` (an ONNX file written by ``onnx_models.write_onnx``).
         where: What is known about the bug's place: ``operator`` (the ONNX op type the
             drill-down should name), ``stage`` (the anchor key, optional), ``kernel``.
         configuration: The participant's configuration (``bf16`` for ``torch@2.0.1[bf16]``).

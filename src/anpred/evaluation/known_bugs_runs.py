@@ -25,8 +25,8 @@ from anpred.progress import Say
 from anpred.store import RunStore
 from anpred.store.summary import Summary
 
-#: Where the models' builders live (``onnx:NAME`` models are written by its ``__main__``).
-MODELS = Path("benchmarks/known_bugs/models.py")
+#: Where the ``onnx:NAME`` models' builders live (written by its ``__main__``: no torch).
+ONNX_MODELS = Path("benchmarks/known_bugs/onnx_models.py")
 #: Seconds one ``anpred run`` of a bug's model may take (a release's first environment
 #: build included: torch's CUDA wheels take minutes).
 RUN_TIMEOUT_S = 3600
@@ -34,8 +34,8 @@ RUN_TIMEOUT_S = 3600
 
 def model_argument(bug: KnownBug, folder: Path, root: Path) -> str:
     """What ``anpred run`` gets as the model: the ``FILE.py:FUNCTION`` spec, or the ONNX
-    file an ``onnx:NAME`` model is written to (in ``folder``, by ``models.py`` in a child
-    process: it imports torch).
+    file an ``onnx:NAME`` model is written to (in ``folder``, by ``onnx_models.py`` in a
+    child process).
     """
     if not bug.model.startswith("onnx:"):
         return str(root / bug.model)
@@ -44,7 +44,7 @@ def model_argument(bug: KnownBug, folder: Path, root: Path) -> str:
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            [sys.executable, str(root / MODELS), name, str(folder)],
+            [sys.executable, str(root / ONNX_MODELS), name, str(folder)],
             capture_output=True,
             text=True,
             check=False,
