@@ -57,6 +57,25 @@ def test_one_float_input_taken_by_name_is_fed_by_name() -> None:
     assert torch.equal(fed(torch.ones(1, 4)), torch.full((1, 4), 2.0))
 
 
+def test_token_ids_stay_exact_under_an_ideal_bf16_reference() -> None:
+    """The ideal bf16 reference rounds every float result to bf16: packed token ids must
+    leave the float feed before any float op (ids above 256 are not bf16 numbers).
+    """
+    from anpred.interchange.user_module import InputSpec, ModuleRecord, fed_module
+    from anpred.translate.torch.emulation import RoundingMode
+
+    class Ids(torch.nn.Module):
+        def forward(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return input_ids * attention_mask
+
+    specs = (InputSpec("input_ids", (1, 3), "int64"), InputSpec("attention_mask", (1, 3), "int64"))
+    fed = fed_module(Ids(), ModuleRecord("m.py:build", 0, specs, True, "sha256:0", "0"))
+    feed = torch.tensor([257.0, 999.0, 513.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    with RoundingMode("bfloat16"):
+        got = fed(feed)
+    assert got.tolist() == [[257, 999, 0]]
+
+
 pytest.importorskip("transformers")
 onnxruntime = pytest.importorskip("onnxruntime")
 

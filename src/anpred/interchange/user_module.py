@@ -405,16 +405,19 @@ def fed_module(module: Any, record: ModuleRecord) -> Any:
     base = type(module)
 
     def forward(self: Any, feed: Any) -> Any:
-        flat = feed.reshape(-1)
         values = []
         for n, spec in enumerate(inputs):
-            if packed is not None:
-                flat = feed.reshape(-1)[packed[n].offset : packed[n].offset + packed[n].size]
-            part = flat.reshape(spec.shape)
             kind = getattr(torch, spec.dtype)
-            if not kind.is_floating_point:
-                part = part != 0 if kind == torch.bool else part.round().to(kind)
-            values.append(part)
+            # integers leave the float feed first (packed values are exact integers): a
+            # float slice would be rounded by an ideal reduced-precision reference's
+            # RoundingMode (token ids above 256 in bf16)
+            if kind.is_floating_point:
+                flat = feed.reshape(-1)
+            else:
+                flat = (feed != 0 if kind == torch.bool else feed.to(kind)).reshape(-1)
+            if packed is not None:
+                flat = flat[packed[n].offset : packed[n].offset + packed[n].size]
+            values.append(flat.reshape(spec.shape))
         if names:
             return base.forward(self, **dict(zip(names, values, strict=True)))
         return base.forward(self, *values)
