@@ -1,4 +1,6 @@
-"""Normalization ONNX ops (inference): BatchNormalization, LayerNormalization, ..."""
+"""Normalization ONNX ops (inference): BatchNormalization, LayerNormalization,
+InstanceNormalization, GroupNormalization, LRN.
+"""
 
 from __future__ import annotations
 
@@ -56,6 +58,26 @@ def instance_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     centred = x - mean
     inv_std = lax.rsqrt(jnp.mean(centred * centred, axis=axes, keepdims=True) + eps)
     return centred * inv_std * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
+
+
+@register(_LIB, "GroupNormalization")
+def group_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
+    """ONNX GroupNormalization, composed (jax has no group-norm kernel): every sample's
+    ``num_groups`` groups of channels normalised over their channels and spatial axes
+    (``jnp.mean`` of a ``(N, G, -1)`` view). Opset 21 gives scale and bias per channel;
+    opset 18 gave them per group (repeated to the group's channels here).
+    """
+    groups = int(call.attr("num_groups"))
+    channels = x.shape[1]
+    eps = float(call.attr("epsilon", 1e-5))
+    grouped = x.reshape((x.shape[0], groups, -1))
+    centred = grouped - jnp.mean(grouped, axis=-1, keepdims=True)
+    inv_std = lax.rsqrt(jnp.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    y = (centred * inv_std).reshape(x.shape)
+    if scale.shape[0] == groups and groups != channels:
+        scale = jnp.repeat(scale, channels // groups)
+        bias = jnp.repeat(bias, channels // groups)
+    return y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
 
 
 @register(_LIB, "LRN")
