@@ -203,6 +203,30 @@ def test_a_release_keeps_its_version_when_faulted_and_doctor_lists_it(
     assert "onnxruntime@1.16.3" in render(found)
 
 
+def test_pip_failures_are_said_in_one_line() -> None:
+    """pip's own words, shortened: a missing release, a conflict (tensorflow-cpu 2.18.0 pins
+    protobuf<6, onnx 1.23.2 needs >=6.31.1: measured; the build then tries the onnx of the
+    release's time), an index that lists nothing.
+    """
+    from anpred.library.versions import _ONNX_CONFLICT, _pip_reason
+
+    missing = ("ERROR: Could not find a version that satisfies the requirement "
+               "onnxruntime==0.0.1 (from versions: 1.15.0, 1.16.0, 1.32.0)")  # fmt: skip
+    assert _pip_reason("onnxruntime", "0.0.1", missing) == (
+        "the package index has no onnxruntime 0.0.1 (it has 1.15.0 ... 1.32.0)"
+    )
+    nothing = missing.replace("1.15.0, 1.16.0, 1.32.0", "none")
+    assert "is it reachable?" in _pip_reason("onnxruntime", "0.0.1", nothing)
+    conflict = ("ERROR: Cannot install onnx==1.23.2 and tensorflow-cpu==2.18.0 because these "
+                "package versions have conflicting dependencies.\nERROR: ResolutionImpossible")
+    assert _pip_reason("tensorflow", "2.18.0", conflict) == (
+        "Cannot install onnx==1.23.2 and tensorflow-cpu==2.18.0 because these package "
+        "versions have conflicting dependencies"
+    )
+    assert _ONNX_CONFLICT.search(conflict)
+    assert not _ONNX_CONFLICT.search(conflict.replace("onnx==1.23.2", "numpy==2.4.6"))
+
+
 def test_every_recipe_installs_wheels_of_the_release() -> None:
     for library, recipe in RECIPES.items():
         assert "{version}" in recipe.requirements[0], library

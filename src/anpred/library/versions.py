@@ -94,6 +94,9 @@ RECIPES: dict[str, Recipe] = {
 WORKER_REQUIREMENTS = ("numpy", "onnx=={onnx}")
 #: Added when the release fails its import check under numpy 2.
 NUMPY1 = "numpy<2"
+#: What replaces the pinned onnx when the release's own pins conflict with it.
+ANY_ONNX = "onnx"
+_ONNX_CONFLICT = re.compile(r"Cannot install .*\bonnx==", re.IGNORECASE)
 
 
 def releases_hint() -> str:
@@ -227,8 +230,9 @@ def built_releases() -> list[dict]:
 
 
 def _build(library: str, version: str, reqs: Sequence[str], target: Path) -> None:
-    """Build the venv at ``target``: install ``reqs``, check the import, retry the install
-    with ``numpy<2`` when the release fails the check.
+    """Build the venv at ``target``: install ``reqs`` (the onnx of the release's time when
+    the pinned one conflicts with it), check the import, retry the install with ``numpy<2``
+    when the release fails the check.
 
     Raises:
         UsageError: The install or the import check failed (the log stays beside it).
@@ -239,7 +243,11 @@ def _build(library: str, version: str, reqs: Sequence[str], target: Path) -> Non
         _step(library, version, [sys.executable, "-m", "venv", str(target)], out, log)
         python = str(target / "bin" / "python")
         install = [python, "-m", "pip", "install", "--only-binary=:all:", "--progress-bar=off"]
-        _step(library, version, [*install, *reqs], out, log, pip=True)
+        if not _step(library, version, [*install, *reqs], out, log, pip=True, retry=True):
+            # an older release pins a protobuf today's onnx cannot use (tensorflow-cpu
+            # 2.18.0: protobuf<6, onnx 1.23.2: >=6.31.1): the onnx of its time instead
+            reqs = [ANY_ONNX if r.startswith(f"{ANY_ONNX}==") else r for r in reqs]
+            _step(library, version, [*install, *reqs], out, log, pip=True)
         extra: list[str] = []
         problem = _smoke(python, library, out)
         if problem and "numpy" in problem.lower():  # built against numpy 1
@@ -273,15 +281,23 @@ _SITE = "import sysconfig as s, json; p = s.get_paths(); print(json.dumps(sorted
 
 
 def _step(
-    library: str, version: str, command: list[str], out: IO[str], log: Path, pip: bool = False
-) -> None:
-    """Run one build step into the log.
+    library: str,
+    version: str,
+    command: list[str],
+    out: IO[str],
+    log: Path,
+    pip: bool = False,
+    retry: bool = False,
+) -> bool:
+    """Run one build step into the log; with ``retry``, return ``False`` instead of failing
+    when pip found the pinned onnx in conflict with the release.
 
     Raises:
         UsageError: It failed or took too long (the half-built environment is removed).
     """
     out.write(f"$ {' '.join(command)}\n")
     out.flush()
+    start = log.stat().st_size
     try:
         done = subprocess.run(
             command, stdout=out, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT_S
@@ -292,9 +308,13 @@ def _step(
         ) from None
     if done.returncode:
         out.flush()
-        reason = _pip_reason(library, version, log.read_text()) if pip else "venv failed"
+        text = log.read_bytes()[start:].decode(errors="replace")
+        if retry and _ONNX_CONFLICT.search(text):
+            return False
+        reason = _pip_reason(library, version, text) if pip else "venv failed"
         shutil.rmtree(str(log).removesuffix(".log"), ignore_errors=True)
         raise UsageError(f"{library}@{version}: {reason} (log: {log})")
+    return True
 
 
 def _pip_reason(library: str, version: str, text: str) -> str:
@@ -306,7 +326,7 @@ def _pip_reason(library: str, version: str, text: str) -> str:
         text,
     )
     if missing:
-        have = [v.strip() for v in missing.group(1).split(",") if v.strip()]
+        have = [v.strip() for v in missing.group(1).split(",") if v.strip() not in ("", "none")]
         if not have:
             return f"the package index has no {dist} {version} (it lists none: is it reachable?)"
         span = f"{have[0]} ... {have[-1]}" if len(have) > 2 else ", ".join(have)
@@ -317,6 +337,9 @@ def _pip_reason(library: str, version: str, text: str) -> str:
             "a requirement was not found",
         )
         return f"cannot be installed: {line.removeprefix('ERROR: ').strip()}"
+    conflict = re.search(r"ERROR: (Cannot install .*?conflicting dependencies)", text)
+    if conflict:
+        return conflict.group(1)
     errors = [x.removeprefix("ERROR: ").strip() for x in text.splitlines() if "ERROR" in x]
     return f"pip failed: {errors[-1][:300] if errors else 'see the log'}"
 
