@@ -53,9 +53,10 @@ def test_a_symptom_that_needs_a_neighbour_grows_a_window_and_stays_minimal() -> 
     found = reducer.reduce()
     assert found.case is not None and found.case.nodes == (SIGMOID, ADD)
     assert found.minimal and found.case.size == 2
-    # round 2 tried the window of two; round 3 tried removing the Sigmoid, which failed
+    # round 2 tried the window of two; removing the Sigmoid gives the Add alone, judged in
+    # round 1 already: no third round
     assert reducer.rounds_seen[1] == [(SIGMOID, ADD)]
-    assert reducer.rounds_seen[2] == [(ADD,)]
+    assert len(reducer.rounds_seen) == 2
 
 
 def test_a_case_that_needs_every_operator_is_shown_minimal_by_removal() -> None:
@@ -63,10 +64,11 @@ def test_a_case_that_needs_every_operator_is_shown_minimal_by_removal() -> None:
     found = reducer.reduce()
     assert found.case is not None and found.case.nodes == (CONV, SIGMOID, ADD)
     assert found.minimal
-    # round 2: the window of two fails; round 3: each case with one operator less, in one
-    # round (dropping the Sigmoid also drops the Conv, which then cannot reach the Add)
+    # round 2: the window of two fails; every case with one operator less (dropping the
+    # Conv gives that window; dropping the Sigmoid leaves the Add alone, as the Conv cannot
+    # reach it) was judged already, so no third round runs
     assert reducer.rounds_seen[1] == [(SIGMOID, ADD)]
-    assert sorted(reducer.rounds_seen[2]) == sorted([(SIGMOID, ADD), (ADD,)])
+    assert len(reducer.rounds_seen) == 2
 
 
 def test_no_case_when_even_the_stage_does_not_show_it() -> None:

@@ -186,7 +186,8 @@ class Reducer:
                     if drop != node
                 ]
             )
-            smaller = [c for c in smaller if c.size < case.size]
+            judged = {t.case.nodes for t in self.tried}  # a case judged before is not run again
+            smaller = [c for c in smaller if c.size < case.size and c.nodes not in judged]
             if not smaller:
                 minimal = True
                 break
