@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from anpred.execution.executor import Executor, JobSpec, LocalExecutor, RunningJob
+from anpred.execution.job import REFERENCE_RUNNING
 from anpred.execution.pool import WorkerResult, _record_end
-from anpred.execution.worker import OBSERVER_INPUTS, REFERENCE_RUNNING, Worker
+from anpred.execution.worker import OBSERVER_INPUTS, Worker
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, RunStore, Status
 
 HERE = Path(__file__).resolve().parent
@@ -27,6 +28,9 @@ def _worker(tmp_path: Path, running: bool) -> tuple[Worker, ParticipantStore]:
     reference = ParticipantStore(tmp_path / "reference").create()
     reference.write_status({"state": Status.RUNNING})
     job = {
+        "model": {},
+        "inputs": str(tmp_path / "inputs.npz"),
+        "input_ids": [],
         "out": str(tmp_path / "participant"),
         "participant": {"name": "p", "library": "onnxruntime", "settings": {}},
         "isolation_source": str(reference.folder),

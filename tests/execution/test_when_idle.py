@@ -11,6 +11,8 @@ from anpred.participants import parse_participants
 from anpred.settings import ExecutionSettings
 from anpred.store import Status
 
+#: The fields every worker of a run shares (nothing reads them here: the jobs are fakes).
+_JOB = {"model": {}, "inputs": "inputs.npz"}
 
 class _Job(RunningJob):
     """Ends after ``polls`` polls; writes the ok status a worker would."""
@@ -52,7 +54,7 @@ def test_when_idle_is_called_once_when_the_tail_begins(tmp_path: Path, monkeypat
     participants = parse_participants("torch,onnxruntime,openvino")
     executor = _Executor({"torch": 1, "onnxruntime": 3, "openvino": 2}, log)
     results = run_workers(
-        tmp_path, participants, {}, ["x"], ExecutionSettings(parallel=2, executor=executor),
+        tmp_path, participants, _JOB, ["x"], ExecutionSettings(parallel=2, executor=executor),
         when_idle=lambda: log.append("idle"),
     )  # fmt: skip
     assert all(r.status == Status.OK for r in results.values())
@@ -71,7 +73,7 @@ def test_on_tail_is_told_the_free_slots_after_every_poll_of_the_tail(
     participants = parse_participants("torch,onnxruntime,openvino")
     executor = _Executor({"torch": 1, "onnxruntime": 3, "openvino": 4}, log)
     run_workers(
-        tmp_path, participants, {}, ["x"], ExecutionSettings(parallel=2, executor=executor),
+        tmp_path, participants, _JOB, ["x"], ExecutionSettings(parallel=2, executor=executor),
         on_tail=lambda free: log.append(f"free {free}"),
     )  # fmt: skip
     # nothing while a worker waits to start; then every poll, as long as one runs

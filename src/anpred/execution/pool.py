@@ -31,7 +31,7 @@ from anpred.execution.executor import (
     LocalJob,
     RunningJob,
 )
-from anpred.execution.worker import REFERENCE_RUNNING
+from anpred.execution.job import WorkerJob
 from anpred.participants import Participant
 from anpred.settings import DEFAULT_EXPORT_TIMEOUT, ExecutionSettings  # noqa: F401 (read here)
 from anpred.store import ParticipantStore, RunStore, Status
@@ -298,13 +298,13 @@ def run_workers(
         while pending or running:
             while pending and len(running) < executor.slots(parallel):
                 p = pending.pop(0)
+                folder = RunStore(run_dir).participant(p.name).folder
                 if p is reference:
-                    spec = _spec(p, run_dir, job, input_ids, threads, None, limit, env)
-                else:
-                    shared = {**job, REFERENCE_RUNNING: True} if reference is not None else job
-                    spec = _spec(
-                        p, run_dir, shared, input_ids, threads, isolation_source, limit, env
-                    )
+                    content = WorkerJob.of(job, p, folder, input_ids, None)
+                else:  # the others wait for the reference's captures while it runs
+                    waits = reference is not None
+                    content = WorkerJob.of(job, p, folder, input_ids, isolation_source, waits)
+                spec = _spec(p, run_dir, content, threads, limit, env)
                 running.append(executor.start(spec))
                 notify(p.name, "started")
                 if when_idle is not None and not pending:
@@ -367,22 +367,14 @@ def job_assets(job: Mapping[str, Any]) -> tuple[Path, ...]:
 def _spec(
     p: Participant,
     run_dir: Path,
-    job: Mapping[str, Any],
-    input_ids: Sequence[str],
+    job: WorkerJob,
     threads: int,
-    isolation_source: Path | None,
     limit: float,
     env: Mapping[str, str] | None,
 ) -> JobSpec:
-    """A participant's worker job."""
+    """A participant's worker job, as its executor starts it."""
     folder = RunStore(run_dir).participant(p.name)
-    content = {
-        **job,
-        "participant": p.to_dict(),
-        "out": str(folder.folder),
-        "input_ids": list(input_ids),
-        "isolation_source": str(isolation_source or "") or None,
-    }
+    content = job.to_dict()
     python, runtime_env = participant_python(p)
     return JobSpec(
         folder,

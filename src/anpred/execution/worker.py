@@ -12,11 +12,12 @@ hooks, or a wrapper around its inference; their records go into its status recor
 
 **Observer effect on a sample.** The plain model (anchors not exposed) runs on the first
 :data:`OBSERVER_INPUTS` inputs of the job only (of the run, when the job names them under
-:data:`OBSERVER_KEY`: a chunk of a run); their captures hold its output and an
+:data:`~anpred.execution.job.OBSERVER_KEY`: a chunk of a run); their captures hold its output and an
 observer record, the others none (the rule is recorded in the status, ``observer_rule``).
 
-**The fp64 reference may still run.** When the job says so (:data:`REFERENCE_RUNNING`, set
-by :func:`anpred.execution.pool.run_workers` for a local pool), the fp64 reference's
+**The fp64 reference may still run.** When the job says so
+(:attr:`~anpred.execution.job.WorkerJob.reference_running`, set by
+:func:`anpred.execution.pool.run_workers` for a local pool), the fp64 reference's
 captures appear while this worker runs: an input whose reference capture is not there yet
 is isolated after every capture is written, waiting for the reference's capture until the
 reference's status says it ended.
@@ -37,10 +38,11 @@ import numpy as np
 from anpred.backends.base import IsolationUnavailable, ModelJob, ParticipantFailure, Runner
 from anpred.backends.registry import runner_class
 from anpred.errors import AnpredError, DamagedRunError
+from anpred.execution.job import WorkerJob
 from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.offline import OfflineGuard, install_guard
 from anpred.execution.resources import format_size
-from anpred.interchange.transform import TRANSFORMS_KEY, Transforms
+from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.library import Loads, get_library
 from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 
@@ -51,13 +53,6 @@ Whether exposing anchors changes what a library computes is a property of the co
 program (fusion, kernel choice), not of an input: two inputs show it (the second guards
 against a value-dependent kernel path) at a fraction of one more inference per input,
 which was a third of a worker's inference time (yolov8n, benchmarks/bench_run.py)."""
-
-OBSERVER_KEY = "observer_inputs"
-"""Job key: the inputs that get the observer check (default: the job's first
-:data:`OBSERVER_INPUTS`); set for the chunks of a run (:mod:`anpred.pipeline.chunks`)."""
-
-REFERENCE_RUNNING = "reference_running"
-"""Job key: the isolation source's worker may still be running; wait for its captures."""
 
 REFERENCE_POLL = 0.05
 """Seconds between two looks at the fp64 reference's folder while waiting for it."""
@@ -107,14 +102,14 @@ class Worker:
     """Executes one job file."""
 
     def __init__(self, job_path: Path) -> None:
-        self.job = ParticipantStore.load_job(job_path)
-        self.store = ParticipantStore(Path(self.job["out"])).create()
+        self.job = WorkerJob.from_dict(ParticipantStore.load_job(job_path))
+        self.store = ParticipantStore(self.job.out).create()
         self.out = self.store.folder
         self.status: dict[str, Any] = {
             "state": Status.RUNNING,
             "step": Step.LOAD,
             "pid": os.getpid(),
-            "participant": self.job["participant"]["name"],
+            "participant": self.job.name,
         }
         self.guard: OfflineGuard | None = None
         self.runner: Runner | None = None
@@ -166,14 +161,14 @@ class Worker:
             self.status["offline"] = self.guard.record()
 
     def _run(self, start: float) -> int:
-        participant = self.job["participant"]
-        library = participant["library"]
+        library = self.job.library
         if get_library(library).loads == Loads.CONVERTED_ARTIFACT:
             self.guard = install_guard()  # before the runtime or its converter is imported
-        transforms = Transforms.of(self.job, participant["name"])
-        job = transforms.model(ModelJob.from_dict(self.job["model"]))
+        records = self.job.transforms.get(self.job.name, [])
+        transforms = Transforms(tuple(transform_from_record(r) for r in records))
+        job = transforms.model(ModelJob.from_dict(self.job.model))
         runner = runner_class(library).for_job(job)(
-            participant["settings"], transforms.node_hooks(library)
+            self.job.settings, transforms.node_hooks(library)
         )
         self.runner = runner
         runner.on_step = lambda step: self.update(step=step)  # a converter crash is named
@@ -188,12 +183,14 @@ class Worker:
             timings={"import": self.status["timings"]["import"], **runner.timings},
             **{TRANSFORMS_KEY: transforms.records()},
         )
-        feeds = _Feeds(Path(self.job["inputs"]))
+        feeds = _Feeds(self.job.inputs)
         nonfinite_any = False
         later: list[str] = []  # inputs whose fp64 reference capture was not there yet
         self.status["observer_rule"] = f"plain model on the first {OBSERVER_INPUTS} inputs"
-        observed = self.job.get(OBSERVER_KEY, self.job["input_ids"][:OBSERVER_INPUTS])
-        for input_id in self.job["input_ids"]:
+        observed = self.job.observer_inputs
+        if observed is None:
+            observed = self.job.input_ids[:OBSERVER_INPUTS]
+        for input_id in self.job.input_ids:
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
                 if runner.wants_reference:  # a converted runtime's output mapping may need it
@@ -237,11 +234,11 @@ class Worker:
         """The fp64 reference's anchors for ``input_id`` (``None``: no isolation source, or
         no capture of it: not yet, or never when ``wait`` and its worker ended without it).
         """
-        source = self.job.get("isolation_source")
-        if not source:
+        source = self.job.isolation_source
+        if source is None:
             return None
-        reference = ParticipantStore(Path(source))
-        if wait and self.job.get(REFERENCE_RUNNING):
+        reference = ParticipantStore(source)
+        if wait and self.job.reference_running:
             started = time.perf_counter()
             while not reference.capture_done(input_id) and _still_running(reference):
                 time.sleep(REFERENCE_POLL)
@@ -262,12 +259,12 @@ class Worker:
         """Isolate ``input_id``'s stages; return ``False`` when its fp64 reference capture
         is not there (yet) and the worker did not ``wait`` for it.
         """
-        source = self.job.get("isolation_source")
-        if not source or self.store.capture_done(input_id, ISOLATED):
+        source = self.job.isolation_source
+        if source is None or self.store.capture_done(input_id, ISOLATED):
             return True
         if "isolation" in self.status:  # the runtime said it cannot isolate
             return True
-        if not ParticipantStore(Path(source)).capture_done(input_id):
+        if not ParticipantStore(source).capture_done(input_id):
             if not wait:
                 return False
             self.update(step=Step.EXECUTE, input=input_id, phase="waiting for the fp64 reference")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anpred.errors import UsageError
+from anpred.execution.job import OBSERVER_KEY
 from anpred.execution.schedule import resume_workers
-from anpred.execution.worker import OBSERVER_KEY
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import (

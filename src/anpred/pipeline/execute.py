@@ -16,9 +16,10 @@ from typing import Any
 
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
+from anpred.execution.job import OBSERVER_KEY
 from anpred.execution.pool import WorkerResult
 from anpred.execution.schedule import heavier_first, resume_workers, shares_files, worker_groups
-from anpred.execution.worker import OBSERVER_INPUTS, OBSERVER_KEY
+from anpred.execution.worker import OBSERVER_INPUTS
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.interchange.user_module import is_module_source
