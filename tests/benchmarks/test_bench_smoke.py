@@ -172,3 +172,20 @@ def test_bench_memory_quick(tmp_path) -> None:
     assert all(r["rss_peak_mb"] >= r["rss_after_imports_mb"] > 0 for r in results)
     assert all(r["tracemalloc_peak_mb"] > 0 for r in results)
     assert [r[0] for r in _rows(out)] == ["2", "8"]
+
+
+def test_bench_campaign_slices_a_grid_and_compares_decisions() -> None:
+    import bench_campaign
+
+    grid = json.loads(bench_campaign.GRIDS["resnet50"].read_text())
+    axes = bench_campaign.slice_faults(grid)
+    assert [(a["kind"], a["severities"]) for a in axes] == [("bf16", [1]), ("mantissa", [18])]
+    row = {"anpred_detected": "True", "stage_rel_l2_vs_fp64": "1e-3", "output_rel_l2_vs_fp64": ""}
+    assert bench_campaign.same_decisions([row], [dict(row)]) == []
+    close = {**row, "stage_rel_l2_vs_fp64": str(1e-3 * (1 + 1e-12))}  # a distance's last bits
+    assert bench_campaign.same_decisions([row], [close]) == []
+    flipped = {**row, "anpred_detected": "False"}
+    assert bench_campaign.same_decisions([row], [flipped]) == [
+        "row 0 anpred_detected: True vs False"
+    ]
+    assert bench_campaign.same_decisions([row], []) == ["1 rows against 0"]
