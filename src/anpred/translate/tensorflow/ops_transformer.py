@@ -1,4 +1,4 @@
-"""Ops of transformer and audio graphs, in ONNX's layout: RMS/Lp/instance normalisation,
+"""Ops of transformer and audio graphs, in ONNX's layout: RMS/Lp/instance/group normalisation,
 Swish, PRelu, Shrink, Hardmax, GatherElements, TopK, Size.
 
 Composed from ``tf.math``/``tf.nn`` kernels where TensorFlow has no single kernel for the
@@ -46,6 +46,26 @@ def instance_norm(call: NodeCall, x: tf.Tensor, scale: tf.Tensor, bias: tf.Tenso
         x, mean, variance, tf.reshape(bias, shape), tf.reshape(scale, shape),
         float_attr(call, "epsilon", 1e-5),
     )  # fmt: skip
+
+
+@onnx_op("GroupNormalization")
+def group_norm(call: NodeCall, x: tf.Tensor, scale: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """Every sample's ``num_groups`` groups of channels normalised over their channels and
+    spatial axes, composed (``tf.nn.moments`` of a ``(N, G, -1)`` view; Keras's
+    GroupNormalization does the same). Opset 21 gives scale and bias per channel; opset 18
+    gave them per group (``tf.repeat`` to the group's channels here).
+    """
+    groups = int(call.attr("num_groups"))
+    channels = int(x.shape[1])
+    grouped = tf.reshape(x, [tf.shape(x)[0], groups, -1])
+    mean, variance = tf.nn.moments(grouped, axes=[2], keepdims=True)
+    y = tf.reshape((grouped - mean) * tf.math.rsqrt(variance + float_attr(call, "epsilon", 1e-5)),
+                   tf.shape(x))  # fmt: skip
+    if int(scale.shape[0]) == groups and groups != channels:
+        scale = tf.repeat(scale, channels // groups)
+        bias = tf.repeat(bias, channels // groups)
+    shape = [1, -1] + [1] * (x.shape.rank - 2)
+    return y * tf.reshape(scale, shape) + tf.reshape(bias, shape)
 
 
 @onnx_op("Swish")
