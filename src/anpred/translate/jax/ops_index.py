@@ -87,6 +87,25 @@ def gather(call: NodeCall, x: Any, indices: Any) -> Any:
     return jnp.take(x, indices, axis=axis)
 
 
+@register(_LIB, "GatherND")
+def gather_nd(call: NodeCall, x: Any, indices: Any) -> Any:
+    """ONNX GatherND, composed (jax has no gather_nd): advanced indexing of a view whose
+    ``batch_dims`` leading axes are flattened into one, indexed by ``jnp.arange``; negative
+    indices wrapped.
+    """
+    batch = int(call.attr("batch_dims", 0))
+    depth = int(indices.shape[-1])
+    lead = x.shape[:batch]
+    flat_x = x.reshape((math.prod(lead), *x.shape[batch:]))
+    flat_i = indices.reshape((math.prod(lead), *indices.shape[batch:]))
+    index = [jnp.arange(flat_x.shape[0]).reshape((-1, *([1] * (flat_i.ndim - 2))))]
+    for k in range(depth):
+        part = flat_i[..., k]
+        index.append(jnp.where(part < 0, part + flat_x.shape[1 + k], part))
+    picked = flat_x[tuple(index)]
+    return picked.reshape((*lead, *indices.shape[batch:-1], *x.shape[batch + depth :]))
+
+
 @register(_LIB, "Pad")
 def pad(
     call: NodeCall, x: Any, pads: Any = None, constant_value: Any = None, axes: Any = None

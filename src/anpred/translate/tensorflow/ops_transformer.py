@@ -1,5 +1,5 @@
 """Ops of transformer and audio graphs, in ONNX's layout: RMS/Lp/instance/group normalisation,
-Swish, PRelu, Shrink, Hardmax, GatherElements, TopK, Size.
+Swish, PRelu, Shrink, Hardmax, GatherElements, GatherND, TopK, Size.
 
 Composed from ``tf.math``/``tf.nn`` kernels where TensorFlow has no single kernel for the
 op (RMSNormalization: ``tf.math.rsqrt`` of the mean square; GatherElements:
@@ -97,6 +97,19 @@ def hardmax(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
     axis = normalize_axis(int(call.attr("axis", -1)), x.shape.rank)
     index = tf.math.argmax(x, axis=axis)
     return tf.one_hot(index, x.shape[axis], axis=axis, dtype=x.dtype)
+
+
+@onnx_op("GatherND")
+def gather_nd(call: NodeCall, x: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
+    """``tf.gather_nd`` with ``batch_dims``; negative indices wrapped first (TensorFlow
+    rejects them).
+    """
+    batch = int(call.attr("batch_dims", 0))
+    depth = int(indices.shape[-1])
+    indices = tf.cast(indices, tf.int64)
+    dims = tf.constant([int(d) for d in x.shape[batch : batch + depth]], dtype=tf.int64)
+    indices = tf.where(indices < 0, indices + dims, indices)
+    return tf.gather_nd(x, indices, batch_dims=batch)
 
 
 @onnx_op("GatherElements")
