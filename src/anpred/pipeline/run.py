@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from anpred.pipeline.plan import check_out_dir, plan_run
 from anpred.pipeline.run_inputs import count_inputs, prepare_inputs
 from anpred.progress import Say
 from anpred.settings import ExecutionSettings, RunOptions
+from anpred.zoo.registry import module_source
 
 __all__ = [
     "RunOutcome",
@@ -73,6 +75,8 @@ def run(
     """
     settings = ExecutionSettings(**fields) if settings is None else settings
     started = time.perf_counter()
+    # a zoo transformer runs from its module source (the CLI maps it too: cli/flags.py)
+    options = replace(options, model=module_source(options.model))
     plan = plan_run(options, out, settings)
     early = None
     try:
