@@ -7,8 +7,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Literal
 
+from anpred.cli.flags import (
+    add_keep_flag,
+    add_parallel_flag,
+    add_ray_flag,
+    add_run_flags,
+    execution_settings,
+    executor_of,
+    run_options,
+)
 from anpred.errors import UsageError
 from anpred.execution.slots import AUTO, describe_auto, parse_parallel, resolve
 
@@ -46,7 +54,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             m["family"],
             m["source"],
             f"{m['parameters'] / 1e6:.1f}M",
-            f"{m['input_size']}x{m['input_size']}",
+            m["input"],
             str(m["anchors"]["stage"]),
             str(m["anchors"]["layer"]),
             m["weights"] + (f"; {m['notes']}" if m["notes"] else ""),
@@ -75,6 +83,8 @@ def cmd_libs(args: argparse.Namespace) -> int:
     """List libraries, versions, availability and configurations (no library is imported)."""
     from anpred.library import libraries
     from anpred.library.precision import IDEAL_PREFIX
+    from anpred.translate.node_coverage import NODE_TESTS
+    from anpred.translate.node_coverage import describe as node_tests
 
     rows, data, runtime_rows = [], [], []
     for lib in libraries():
@@ -88,7 +98,7 @@ def cmd_libs(args: argparse.Namespace) -> int:
             for n, p in zip(names, map(lib.precision, lib.configurations), strict=True)
             if not n.startswith(f"{lib.name}[{IDEAL_PREFIX}")
         ]
-        rows.append([lib.name, version, state, ", ".join(shown)])
+        rows.append([lib.name, version, state, node_tests(lib.name), ", ".join(shown)])
         entry = {
             "library": lib.name,
             "version": version,
@@ -106,6 +116,7 @@ def cmd_libs(args: argparse.Namespace) -> int:
             "runner": lib.runner,
             "shares_process": lib.shares_process,
             "in_all": lib.in_all,
+            "node_tests": NODE_TESTS.get(lib.name),
         }
         if lib.converter or lib.environment:
             converter = (lib.converter_version() or "-") if available else "-"
@@ -123,7 +134,8 @@ def cmd_libs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
     else:
-        print(_table(rows, ["library", "version", "status", "participants (--libs)"]))
+        headers = ["library", "version", "status", "ONNX node tests", "participants (--libs)"]
+        print(_table(rows, headers))
         print(
             "\nreduced-precision configurations are judged against their class's ideal "
             "reference (torch[ideal-<class>], added by the runs that need one; docs/oracle.md)"
@@ -131,36 +143,10 @@ def cmd_libs(args: argparse.Namespace) -> int:
         if runtime_rows:
             print("\ndeployment runtimes (--libs runtimes; not in --libs all):")
             print(_table(runtime_rows, ["runtime", "converter", "environment (make runtimes)"]))
+        from anpred.library.versions import releases_hint
+
+        print(f"\n{releases_hint()}")
     return 0
-
-
-def max_memory(text: str | None) -> int | None | Literal["default"]:
-    """``--max-memory``: bytes, ``None`` for ``none``, ``"default"`` when not given."""
-    if text is None:
-        return "default"
-    if text.strip().lower() == "none":
-        return None
-    from anpred.pipeline.budget import parse_size
-
-    return parse_size(text)
-
-
-def execution_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """How ``run`` executes, from the execution flags ``add_run_flags`` defines."""
-    from anpred.pipeline.calibration_cache import calibration_mode
-    from anpred.pipeline.chunks import check_chunk
-
-    return {
-        "threads": args.threads,
-        "parallel": parse_parallel(args.parallel),
-        "timeout": args.timeout,
-        "export_timeout": args.export_timeout,
-        "max_memory": max_memory(args.max_memory),
-        "drill": not args.no_drill,
-        "calibration": calibration_mode(args.calibration),
-        "keep_captures": args.keep_captures,
-        "chunk": check_chunk(args.chunk),
-    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -170,105 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     out = Path(args.out or f"runs/{Path(args.model).stem}")
     options = run_options(args)
-    with _executor(args) as executor:
-        outcome = run(
-            options,
-            out,
-            **execution_settings(args),
-            executor=executor,
-        )
+    with executor_of(args) as executor:
+        outcome = run(options, out, execution_settings(args, executor=executor))
     print_summary(outcome.summary, outcome.run_dir)
     return outcome.exit_code
-
-
-def run_options(args: argparse.Namespace) -> Any:
-    """The :class:`~anpred.pipeline.options.RunOptions` of ``run``/``sweep`` flags."""
-    from anpred.pipeline.options import RunOptions
-    from anpred.ports.spec import ports_extra
-
-    if args.images is not None and args.images < 1:
-        raise UsageError("--images must be at least 1")
-    return RunOptions(
-        model=args.model,
-        libs=tuple(args.libs.split(",")),
-        images=args.images or 2,
-        image_paths=tuple(args.image or ()),
-        granularity=args.granularity,
-        anchors=tuple(args.anchors or ()),
-        weights=args.weights,
-        seed=args.seed,
-        synthetic=args.synthetic,
-        isolation=not args.no_isolation,
-        input_size=getattr(args, "input_size", None),
-        extra=ports_extra(getattr(args, "ports", None), getattr(args, "anchor_map", None)),
-        **_own_model_options(args),
-    )
-
-
-def _floats(text: str | None, flag: str) -> tuple[float, ...]:
-    import math
-
-    if text is None:
-        return ()
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise UsageError(f"{flag} takes comma-separated numbers, got {text!r}") from None
-    if not all(math.isfinite(v) for v in values):
-        raise UsageError(f"{flag} takes finite numbers, got {text!r}")
-    return values
-
-
-def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``run_options`` fields of the flags for a user's ONNX file (validated)."""
-    from anpred.interchange.input_shapes import parse_input_shapes
-    from anpred.interchange.user_module import is_module_source
-    from anpred.pipeline.run import is_onnx_path
-
-    given = {
-        flag: value
-        for flag, value in (
-            ("--input-shape", getattr(args, "input_shape", None)),
-            ("--inputs", getattr(args, "inputs", None)),
-            ("--preprocess", getattr(args, "preprocess", None)),
-            ("--mean", getattr(args, "mean", None)),
-            ("--std", getattr(args, "std", None)),
-            ("--bgr", getattr(args, "bgr", False) or None),
-            ("--input-range", getattr(args, "input_range", None)),
-            ("--stages", getattr(args, "stages", None)),
-        )
-        if value is not None
-    }
-    if not given:
-        return {}
-    if not is_onnx_path(args.model) and not is_module_source(args.model):
-        raise UsageError(f"{next(iter(given))} applies to an ONNX file or a module, not a zoo name")
-    shapes = tuple(args.input_shape or ())
-    parse_input_shapes(shapes)
-    std = _floats(args.std, "--std")
-    if any(v == 0 for v in std):
-        raise UsageError("--std values must not be 0")
-    from anpred.inputs.tensors import parse_input_ranges
-
-    given_ranges = tuple(args.input_range or ())
-    bounds = parse_input_ranges(given_ranges).get(None, ())
-    named_ranges = tuple(v for v in given_ranges if "=" in v)
-    if args.stages is not None and args.stages < 2:
-        raise UsageError("--stages must be at least 2")
-    inputs = args.inputs
-    if inputs is not None and not Path(inputs).is_file():
-        raise UsageError(f"--inputs {inputs!r} does not exist")
-    return {
-        "input_shapes": shapes,
-        "inputs_file": str(Path(inputs).resolve()) if inputs else None,
-        "preprocess": args.preprocess,
-        "mean": _floats(args.mean, "--mean"),
-        "std": std,
-        "bgr": bool(args.bgr),
-        "input_range": bounds,
-        "input_ranges": named_ranges,
-        "stages": args.stages,
-    }
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -282,17 +173,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
     out = Path(args.out or f"runs/{Path(args.model).stem}-sweep")
     options = run_options(args)
-    with _executor(args) as executor:
-        result = sweep(
-            options,
-            sizes,
-            out,
-            say=_say,
-            **execution_settings(args),
-            executor=executor,
-        )
+    with executor_of(args) as executor:
+        settings = execution_settings(args, executor=executor, say=_say)
+        result = sweep(options, sizes, out, settings=settings)
     print(sweep_table(result))
     print(f"sweep: {SweepStore(out).result_path}")
+    return 0
+
+
+def cmd_eval_known_bugs(args: argparse.Namespace) -> int:
+    """``anpred eval --known-bugs`` / a known-bugs file: the real-bugs benchmark's runs and
+    table (:mod:`anpred.evaluation.known_bugs`).
+    """
+    from anpred.evaluation.known_bugs_runs import run_known_bugs
+
+    given = parse_parallel(args.parallel)
+    parallel = 1 if given == AUTO else int(given)
+    out = Path(args.out if args.out != "runs/eval" else "runs/known-bugs")
+    path = run_known_bugs(
+        args.config or "configs/known-bugs.json",
+        out,
+        Path(args.results) if args.results else None,
+        _say,
+        only=args.bugs or (),
+        threads=args.threads,
+        parallel=parallel,
+    )
+    print(path.read_text())
+    print(f"eval: {path}")
     return 0
 
 
@@ -300,18 +208,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Run the evaluation grid and write its tables."""
     from anpred.evaluation.campaign import evaluate
     from anpred.evaluation.grid import load_grid
-    from anpred.evaluation.tables import write_tables
-    from anpred.pipeline.budget import default_budget
+    from anpred.evaluation.known_bugs import is_known_bugs_file
+    from anpred.evaluation.results import ResultsFolder
+    from anpred.execution.resources import default_budget
     from anpred.store import EvalStore
 
+    if getattr(args, "known_bugs", False) or is_known_bugs_file(args.config):
+        return cmd_eval_known_bugs(args)
     grid = load_grid(args.config)
     given, budget = parse_parallel(args.parallel), default_budget()
     parallel = resolve(given, args.threads, budget)
     if given == AUTO:
         _say(describe_auto(parallel, args.threads, budget))
     out = Path(args.out)
-    EvalStore(out).write_grid(grid.to_dict())
-    with _executor(args) as executor:
+    for folder in dict.fromkeys([out, Path(args.results or out)]):
+        EvalStore(folder).write_grid(grid.to_dict())
+    with executor_of(args) as executor:
         results = evaluate(
             grid,
             out,
@@ -321,18 +233,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             reanalyse=args.reanalyse,
             executor=executor,
             keep_captures=args.keep_captures,
+            results=Path(args.results) if args.results else None,
         )
-    path = write_tables(results, out)
+    path = ResultsFolder(Path(args.results) if args.results else out).write_tables(
+        [r.model for r in results]
+    )
     print(path.read_text())
     print(f"eval: {path}")
     return 0
-
-
-def _executor(args: argparse.Namespace) -> Any:
-    """The executor of ``--ray`` (local processes when not given); a context manager."""
-    from anpred.execution.executor import open_executor
-
-    return open_executor(getattr(args, "ray", None), parse_parallel(args.parallel), args.threads)
 
 
 def _say(message: str) -> None:
@@ -433,7 +341,21 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         help="grid file (default grid: "
         "yolov8n, all libraries; onnxruntime faulty at every stage; bf16 and mantissa 7/10/14)",
     )
+    evaluation.add_argument(
+        "--known-bugs",
+        action="store_true",
+        help="the benchmark of real, known library bugs (configs/known-bugs.json, or --config "
+        "a file of that form): per bug one run with LIB@BUGGY, one with LIB@FIXED, scored",
+    )
+    evaluation.add_argument("--bugs", nargs="+", metavar="ID", help="with --known-bugs: only these")
     evaluation.add_argument("--out", default="runs/eval", help="output folder (default runs/eval)")
+    evaluation.add_argument(
+        "--results",
+        metavar="DIR",
+        help="the compact results folder, meant to be committed (default: the output folder): "
+        "faults.csv, skipped.csv, the clean and configuration summaries, eval.md, plots; "
+        "a fault recorded there is not run again, even when the output folder is gone",
+    )
     evaluation.add_argument("--threads", type=int, default=1, help="threads per worker")
     add_parallel_flag(evaluation)
     evaluation.add_argument(
@@ -451,214 +373,3 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     )
     report.add_argument("run_dir", help="a run directory written by `anpred run`")
     report.set_defaults(handler=cmd_report)
-
-
-def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags ``run`` and ``sweep`` share."""
-    from anpred.execution.pool import DEFAULT_EXPORT_TIMEOUT
-    from anpred.pipeline.chunks import DEFAULT_CHUNK
-
-    parser.add_argument(
-        "model",
-        help="zoo model name (see `anpred models`), path to an .onnx file, or a torch module: "
-        "path/to/file.py:function (returning the module, or (module, example_inputs)) or a "
-        "module saved whole with torch.save (.pt)",
-    )
-    what = parser.add_argument_group("participants and inputs")
-    what.add_argument(
-        "--libs",
-        default="all",
-        help="comma-separated participants, e.g. torch,onnxruntime,tensorflow[xla] "
-        "(see `anpred libs`); 'all' = every installed library (default)",
-    )
-    what.add_argument(
-        "--images", type=int, default=None, help="number of bundled photographs to use (default 2)"
-    )
-    what.add_argument(
-        "--image",
-        action="append",
-        metavar="PATH",
-        help="an input image file (repeatable); replaces the bundled photographs",
-    )
-    what.add_argument(
-        "--synthetic", type=int, default=0, help="add N seeded synthetic images (default 0)"
-    )
-    model = parser.add_argument_group("model and anchors")
-    model.add_argument(
-        "--granularity",
-        choices=("stage", "layer"),
-        default="stage",
-        help="anchor plan: stage boundaries (default) or every top-level layer",
-    )
-    model.add_argument(
-        "--anchors",
-        nargs="+",
-        metavar="NAME",
-        help="anchor module paths (zoo model) or tensor names (ONNX file)",
-    )
-    model.add_argument(
-        "--weights",
-        metavar="PATH",
-        help="checkpoint to load (torch state_dict or ultralytics .pt); "
-        "default: deterministic weights from --seed",
-    )
-    model.add_argument("--seed", type=int, default=0, help="seed of generated weights (default 0)")
-    model.add_argument(
-        "--input-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="input side for zoo models (default: the model's own, 640 YOLO / 224 classifiers)",
-    )
-    ports = parser.add_argument_group("your own ports of the model to other libraries")
-    ports.add_argument(
-        "--ports",
-        action="append",
-        metavar="LIBRARY=FILE.py:FUNCTION",
-        help="a hand-written port of the model to LIBRARY (paddle, tensorflow: Keras), "
-        "returned by FUNCTION with its weights transferred; runs as the participant "
-        "LIBRARY-port through its own code (repeatable)",
-    )
-    ports.add_argument(
-        "--anchor-map",
-        metavar="FILE.json",
-        help='{"LIBRARY": {"port layer": "reference anchor"}} for anchors whose layer is '
-        "neither named like the reference's module nor found by order and shape",
-    )
-    own = parser.add_argument_group("your own ONNX file")
-    own.add_argument(
-        "--input-shape",
-        action="append",
-        metavar="[NAME=]DIMS",
-        help="concrete shape of an input with dynamic dimensions, e.g. images=1x3x640x640 "
-        "(repeatable; a bare 1x3x640x640 when the model has one input); default: the file's "
-        "own, or batch 1 and the preprocessing's side for an image input",
-    )
-    own.add_argument(
-        "--inputs",
-        metavar="FILE.npz",
-        help="the inputs themselves: arrays named by model input (a leading N gives N inputs)",
-    )
-    own.add_argument(
-        "--preprocess",
-        choices=("letterbox", "imagenet", "scale", "none"),
-        default=None,
-        help="image preprocessing: letterbox (YOLO, side 640; default), imagenet (crop, "
-        "side 224), scale (resize, /255), none (resize, raw 0-255)",
-    )
-    own.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted after it")
-    own.add_argument("--std", metavar="S[,S,S]", help="per-channel std divided by after it")
-    own.add_argument("--bgr", action="store_true", help="feed the channels in BGR order")
-    own.add_argument(
-        "--input-range",
-        action="append",
-        metavar="[NAME=]LO,HI",
-        help="range of seeded random non-image inputs, e.g. 0,255 for bytes, 0,30000 for "
-        "token ids (default: standard normal floats, integers 0-100); NAME=LO,HI for one "
-        "input of a model with several (repeatable)",
-    )
-    own.add_argument(
-        "--stages",
-        type=int,
-        default=None,
-        metavar="K",
-        help="automatic anchors: K stages of about equal cost, cut where every path passes "
-        "(default for graphs without module scopes: 8, or 32 with --granularity layer)",
-    )
-    model.add_argument(
-        "--no-isolation",
-        action="store_true",
-        help="skip stage isolation (introduced error per stage)",
-    )
-    model.add_argument(
-        "--no-drill",
-        action="store_true",
-        help="skip the drill-down from flagged stages to operators (it runs when a run "
-        "has findings: one more small job per participant)",
-    )
-    model.add_argument(
-        "--calibration",
-        metavar="auto|off|PATH",
-        default="auto",
-        help="noise thresholds: 'auto' (default) uses the calibration `anpred calibrate` "
-        "cached for this model, input shape, anchors and fp32 participants, else the fixed "
-        "10x rule; 'off' the fixed rule; PATH a calibration file (see docs/oracle.md)",
-    )
-    where = parser.add_argument_group("execution and output")
-    where.add_argument(
-        "--out",
-        metavar="DIR",
-        help="run directory (default runs/<model>); an existing run with the same "
-        "settings is resumed",
-    )
-    add_keep_flag(where)
-    where.add_argument(
-        "--chunk",
-        type=int,
-        default=DEFAULT_CHUNK,
-        metavar="N",
-        help="with --keep-captures needed, run more inputs than N a chunk of N at a time, each "
-        "analysed and pruned before the next, so disk peaks at about one chunk's captures "
-        f"(default {DEFAULT_CHUNK}; 0: all in one go)",
-    )
-    where.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
-    add_parallel_flag(where)
-    where.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        help="seconds per worker before it counts as hung (default 900 + 120/input)",
-    )
-    where.add_argument(
-        "--max-memory",
-        metavar="SIZE",
-        default=None,
-        help="memory budget, e.g. 8G (default: 80%% of the memory available now; 'none': "
-        "no budget); a run estimated above it is refused, a worker above it is stopped",
-    )
-    where.add_argument(
-        "--export-timeout",
-        type=float,
-        default=DEFAULT_EXPORT_TIMEOUT,
-        metavar="SECONDS",
-        help="seconds the model export may take before it counts as hung "
-        f"(default {DEFAULT_EXPORT_TIMEOUT:g})",
-    )
-    add_ray_flag(where)
-
-
-def add_parallel_flag(group: Any) -> None:
-    """``--parallel N|auto``: workers (and analysis processes) at once."""
-    group.add_argument(
-        "--parallel",
-        default="auto",
-        metavar="N|auto",
-        help="workers running at once, and the analysis's processes (default 'auto': the "
-        "CPUs anpred may use, over --threads, within the memory budget)",
-    )
-
-
-def add_keep_flag(group: Any) -> None:
-    """``--keep-captures all|needed``: what a judged run keeps of its captures."""
-    from anpred.pipeline.prune import DEFAULT_KEEP, KEEP_MODES
-
-    group.add_argument(
-        "--keep-captures",
-        choices=KEEP_MODES,
-        default=DEFAULT_KEEP,
-        help="after the run is judged, keep every capture ('all') or only those needed later "
-        "(default 'needed': the first input, and the anchors with findings; the rest is kept "
-        "as per-anchor statistics; see docs/run-directory.md)",
-    )
-
-
-def add_ray_flag(group: Any) -> None:
-    """``--ray ADDRESS``: run the workers as Ray tasks (see docs/distributed.md)."""
-    group.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        default=None,
-        help="run the workers as tasks of a Ray cluster: 'local' (an embedded instance with "
-        "--parallel x --threads CPUs), 'auto', or HOST:PORT / ray://HOST:10001; results come "
-        "back to --out (see docs/distributed.md)",
-    )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from anpred import __version__
 from anpred.cli.doctor_command import add_doctor_parser
+from anpred.cli.repro_command import add_repro_parsers
 from anpred.errors import AnpredError
 
 EXIT_CODES = """exit codes:
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_all(sub, common)
     add_doctor_parser(sub, common)
+    add_repro_parsers(sub, common)
     return parser
 
 

@@ -47,6 +47,7 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             # the ideal references of the reduced-precision classes (library/precision.py)
             **ideal_configurations(IDEAL_CLASSES),
         },
+        switches={"compile": (False, True), "autocast": (None, "bfloat16")},
         precisions={
             "fp64": Precision("fp64"),
             "bf16": Precision(
@@ -66,6 +67,7 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
         runner="anpred.backends.onnxruntime_runner:OnnxRuntimeRunner",
         loads=Loads.ONNX_FILE,
         configurations={"": {}, **{f"O{i}": {"optimization": f"O{i}"} for i in range(4)}},
+        switches={"optimization": ("O3", "O0", "O1", "O2")},
     ),
     Library(
         name="openvino",
@@ -75,6 +77,8 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
         runner="anpred.backends.openvino_runner:OpenVinoRunner",
         loads=Loads.ONNX_FILE,
         configurations={"": {}, "bf16": {"precision": "bf16"}, "f16": {"precision": "f16"}},
+        # the precision hint; the runner sets no fusion switch (OpenVINO exposes none per pass)
+        switches={"precision": ("f32", "bf16", "f16")},
         precisions={
             "bf16": Precision("bf16", "all", _HINT),
             "f16": Precision("fp16", "all", _HINT),
@@ -98,6 +102,12 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             "bf16": {"mixed_precision": "bfloat16", "env": {_ONEDNN: "1"}},
         },
         precisions={"bf16": Precision("bf16", "matmul", "grappler auto mixed precision")},
+        # oneDNN is on by default on x86 Linux; XLA and eager execution are the runner's
+        switches={
+            f"env.{_ONEDNN}": ("1", "0"),
+            "jit_compile": (False, True),
+            "function": (True, False),
+        },
         shares_process=False,  # importing tensorflow and paddle in one process segfaults
     ),
     Library(
@@ -115,6 +125,7 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
             "bf16": {"dtype": "bfloat16"},
         },
         precisions={"bf16": Precision("bf16", "all", "weights, input and every op in bf16")},
+        switches={"jit": (True, False)},
     ),
     Library(
         name="paddle",
@@ -126,6 +137,9 @@ BUILTIN_LIBRARIES: tuple[Library, ...] = (
         # paddle.amp.auto_cast has no effect on CPU (paddle 3.3.1 says so and leaves
         # conv2d/matmul in float32), so paddle has no bf16 participant.
         configurations={"": {}, "static": {"static": True}},
+        # anpred's paddle translation runs paddle's dygraph/static kernels; Paddle's oneDNN
+        # passes belong to Paddle Inference (paddle_inference's switches)
+        switches={"static": (False, True)},
         shares_process=False,  # importing tensorflow and paddle in one process segfaults
     ),
 )

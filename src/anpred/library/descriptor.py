@@ -37,7 +37,9 @@ PLUGINS_ENV = "ANPRED_PLUGINS"
 #: Entry-point group of installed distributions that register libraries.
 ENTRY_POINT_GROUP = "anpred.libraries"
 
-_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+#: A library name; a release's descriptor (:mod:`anpred.library.versions`) adds
+#: ``@version``, and is never registered.
+_NAME = re.compile(r"[a-z][a-z0-9_-]*(@[0-9][0-9A-Za-z.+!_-]*)?")
 _CONFIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -93,6 +95,10 @@ class Library:
             (:class:`~anpred.library.precision.Precision`); the oracle judges each
             participant within its precision class. A configuration not named here is
             fp32.
+        switches: The settings a settings bisection (``anpred bisect``) may flip: setting
+            key → its values, the library's default first. ``env.VAR`` names an
+            environment variable of the worker (``env.TF_ENABLE_ONEDNN_OPTS``). Only
+            settings the runner reads; empty: nothing to bisect.
     """
 
     name: str
@@ -111,6 +117,7 @@ class Library:
     converter: str = ""
     converter_distributions: tuple[str, ...] = ()
     precisions: Mapping[str, Precision] = field(default_factory=dict, hash=False)
+    switches: Mapping[str, tuple[Any, ...]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         where = f"library descriptor {self.name!r}"
@@ -143,6 +150,10 @@ class Library:
                 raise UsageError(f"{where}: the precision of {config!r} must be a Precision")
             declared[config] = precision
         object.__setattr__(self, "precisions", types.MappingProxyType(declared))
+        switches = {str(k): tuple(v) for k, v in self.switches.items()}
+        if any(len(v) < 2 for v in switches.values()):
+            raise UsageError(f"{where}: every switch needs at least two values")
+        object.__setattr__(self, "switches", types.MappingProxyType(switches))
 
     def precision(self, config: str = "") -> Precision:
         """The arithmetic ``config`` declares (fp32 when it declares none)."""
@@ -160,6 +171,8 @@ class Library:
         """The command that installs the library (for a runtime in its own environment:
         why that environment is missing, and ``make env``).
         """
+        if self.environment.startswith("@"):  # a release: built on first use
+            return self.requirement
         if self.environment:
             from anpred.library.environments import BUILD_HINT, missing_reason
 
@@ -253,6 +266,11 @@ def register_library(library: Library) -> Library:
 
 
 def _add(library: Library) -> None:
+    if "@" in library.name:
+        raise UsageError(
+            f"library {library.name!r}: a release is not registered, it is asked for as a "
+            "participant (anpred.library.versions)"
+        )
     if library.name in _REGISTRY:
         raise UsageError(
             f"library {library.name!r} is registered twice: by {_ORIGIN[library.name]} "

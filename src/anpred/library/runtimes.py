@@ -28,6 +28,7 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
         runner="anpred.backends.deploy.litert:LiteRtRunner",
         loads=Loads.CONVERTED_ARTIFACT,
         configurations={"": {}, "fp16": {"precision": "fp16"}, "noxnnpack": {"xnnpack": False}},
+        switches={"xnnpack": (True, False), "precision": ("fp32", "fp16")},
         precisions={"fp16": Precision("fp16", "weights", "float16 weights, float32 arithmetic")},
         environment="litert",
         converter="onnx2tf",
@@ -53,6 +54,13 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
             "bf16": Precision("bf16", "all", "bf16 storage between layers, fp32 arithmetic"),
             "fp16-weights": Precision("fp16", "weights"),
         },
+        # ncnn.Option flags the runner sets (it sets no Winograd flag)
+        switches={
+            "fp16_storage": (False, True),
+            "fp16_arithmetic": (False, True),
+            "bf16_storage": (False, True),
+            "fp16_weights": (False, True),
+        },
         environment="torch-deploy",
         converter="pnnx",
         converter_distributions=("pnnx",),
@@ -77,6 +85,11 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
             "low": Precision("fp16", "all", "precision hint low (fp16 where the CPU has it)"),
             "fp16": Precision("fp16", "weights", "--fp16 conversion: float16 weights"),
         },
+        switches={
+            "winograd": (True, False),
+            "precision": ("normal", "low", "high"),
+            "fp16_weights": (False, True),
+        },
         environment="mnn",
         converter="MNNConvert",
         converter_distributions=("MNN",),
@@ -93,6 +106,7 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
         # fp16: ToMixedPrecision, float16 inputs to conv/matmul, float32 accumulators
         configurations={"": {}, "fp16": {"mixed_precision": "float16", "accumulate": "float32"}},
         precisions={"fp16": Precision("fp16", "matmul", "ToMixedPrecision, fp32 accumulators")},
+        switches={"mixed_precision": (None, "float16")},
         environment="tvm",
         converter="relax.frontend.onnx",
         converter_distributions=("apache-tvm",),
@@ -108,6 +122,7 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
         loads=Loads.CONVERTED_ARTIFACT,
         configurations={"": {}, "fp16": {"dtype": "float16"}},
         precisions={"fp16": Precision("fp16", "all", "the program in float16 (XNNPACK)")},
+        switches={"dtype": ("float32", "float16")},
         # shares its environment with ncnn (both need torch 2.14.1: one copy of it)
         environment="torch-deploy",
         converter="torch.export + XNNPACK",
@@ -125,6 +140,11 @@ RUNTIME_LIBRARIES: tuple[Library, ...] = (
         # "" is oneDNN fp32 (Paddle Inference's x86 default); noonednn: Paddle's own kernels
         configurations={"": {}, "bf16": {"precision": "bf16"}, "noonednn": {"onednn": False}},
         precisions={"bf16": Precision("bf16", "all", "oneDNN bf16 passes")},
+        switches={
+            "onednn": (True, False),
+            "ir_optim": (True, False),
+            "precision": ("fp32", "bf16"),
+        },
         environment="paddle_inference",
         converter="x2paddle",
         converter_distributions=("x2paddle",),

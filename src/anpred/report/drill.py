@@ -12,7 +12,7 @@ from typing import Any
 
 from anpred.errors import UsageError
 from anpred.localization.drilldown import DrillLayer, drill_layers, named_layer
-from anpred.report.markup import Markup, badge, join, note, number, table, tag
+from anpred.report.markup import Markup, badge, esc, join, note, number, table, tag
 from anpred.report.run_summary import RunSummary
 from anpred.store.summary_drill import DrillDown, DrillOp, DrillTarget
 
@@ -146,6 +146,14 @@ def _layer_row(layer: DrillLayer, named: DrillLayer | None) -> list[Any]:
     return cells
 
 
+def reproducer_note(repro: dict[str, Any]) -> Markup:
+    """A finding's reproducer (``anpred repro``): its link, status and size."""
+    link = Markup(f'<a href="{esc(repro["path"])}">{esc(repro["path"])}</a>')
+    said = (f"Reproducer ({repro['status']}): {repro['ops_in_case']} of "
+            f"{repro['ops_in_model']} operators; ")  # fmt: skip
+    return note(join([said, link]), "" if repro["status"] == "verified" else "warn")
+
+
 def drill_section(view: RunSummary) -> Markup:
     """The HTML section: per flagged (participant, stage), its operator chain."""
     drill = drill_of(view)
@@ -173,6 +181,9 @@ def drill_section(view: RunSummary) -> Markup:
         parts.append(tag("h3", f"{target.participant} at {target.stage}"))
         kind = "fail" if target.named else "warn"
         parts.append(note(named_line(target), kind))
+        repro = view.reproducers.get(f"{target.participant}@{target.stage}")
+        if repro is not None:
+            parts.append(reproducer_note(repro))
         layers = drill_layers(target.ops)
         if layers:
             layer, _ = named_layer(target)

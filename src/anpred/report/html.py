@@ -28,6 +28,7 @@ from anpred.report.sections import (
     propagation_section,
     verdict_section,
 )
+from anpred.repro.record import REPRO_FOLDER, load_reproducers
 from anpred.store.layout import PLOTS_FOLDER, RunStore
 from anpred.store.summary import Summary
 
@@ -100,17 +101,23 @@ def _sections(view: RunSummary, plots: RenderedPlots) -> list[tuple[str, str, Ca
     ]
 
 
-def render_html(summary: Summary | Mapping[str, Any], plots: RenderedPlots | None = None) -> str:
+def render_html(
+    summary: Summary | Mapping[str, Any],
+    plots: RenderedPlots | None = None,
+    reproducers: Mapping[str, dict[str, Any]] | None = None,
+) -> str:
     """Return the report page for ``summary``.
 
     Args:
         summary: The run's summary (possibly partial).
         plots: Rendered plots; rendered here when ``None``.
+        reproducers: Finding → its reproducer's record (see ``RunSummary.reproducers``).
 
     Returns:
         The complete HTML document.
     """
     view = RunSummary(summary)
+    view.reproducers = dict(reproducers or {})
     plots = render_plots(view) if plots is None else plots
     sections = _sections(view, plots)
     nav = join(Markup(f'<a href="#{sid}">{esc(title)}</a>') for sid, title, _ in sections)
@@ -160,5 +167,13 @@ def write_report(
         else:
             target.unlink(missing_ok=True)  # a plot of an earlier rendering, now without data
     path = store.report_path
-    path.write_text(render_html(summary, plots), encoding="utf-8")
+    path.write_text(render_html(summary, plots, _reproducers(run_dir)), encoding="utf-8")
     return path
+
+
+def _reproducers(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The run's reproducers (``anpred repro``), by finding, each with its README's path."""
+    return {
+        r.finding: {**r.to_dict(), "path": f"{REPRO_FOLDER}/{r.folder}/README.md"}
+        for r in load_reproducers(Path(run_dir) / REPRO_FOLDER)
+    }

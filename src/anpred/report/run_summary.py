@@ -143,6 +143,9 @@ class RunSummary:
     def __init__(self, summary: Summary | Any) -> None:
         self.typed = summary if isinstance(summary, Summary) else None
         self.raw = summary.to_dict() if isinstance(summary, Summary) else as_dict(summary)
+        #: Finding (``participant@stage``) → its reproducer's record (``repro/index.json``,
+        #: ``anpred repro``), with ``path``: its README relative to the run directory.
+        self.reproducers: dict[str, dict[str, Any]] = {}
 
     def section(self, key: str) -> dict[str, Any]:
         """Return a top-level mapping entry (``{}`` when missing or not a mapping)."""
