@@ -76,6 +76,24 @@ def test_token_ids_stay_exact_under_an_ideal_bf16_reference() -> None:
     assert got.tolist() == [[257, 999, 0]]
 
 
+def test_an_ideal_bf16_run_takes_its_input_unrounded() -> None:
+    """The ideal bf16 reference (``torch[ideal-bf16]``) feeds its module the input as given:
+    token ids carried in float (999 is not a bf16 number) reach the module exact, and only
+    the module's own operators round (measured on bert_tiny: the class floor at the
+    embeddings was 0.68 with the feed rounded, 3.2e-3 without).
+    """
+    from anpred.backends.torch_runner import NativeExecution
+
+    class Echo(torch.nn.Module):
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return ids.to(torch.int64)  # no float operator: nothing the mode rounds
+
+    run = NativeExecution(Echo(), [], torch.float64, emulate="bfloat16")
+    feed = np.array([[257.0, 999.0, 513.0]])
+    assert run.plain(feed).tolist() == [[257, 999, 513]]
+    assert run.anchored(feed)["output"].tolist() == [[257, 999, 513]]
+
+
 pytest.importorskip("transformers")
 onnxruntime = pytest.importorskip("onnxruntime")
 

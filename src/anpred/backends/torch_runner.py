@@ -181,14 +181,16 @@ class NativeExecution:
 
     def anchored(self, feed: np.ndarray) -> dict[str, np.ndarray]:
         """Run with anchors exposed; return {anchor key: array}, final output as ``output``."""
+        x = self._tensor(feed)  # outside the context: an ideal reference rounds no input
         with torch.no_grad(), self._context():
-            values = self._anchored(self._tensor(feed))
+            values = self._anchored(x)
         return self._capture(self._anchored_module.keys, values)
 
     def plain(self, feed: np.ndarray) -> np.ndarray:
         """Run without anchors; return the final output."""
+        x = self._tensor(feed)
         with torch.no_grad(), self._context():
-            return self._numpy(self._plain(self._tensor(feed)))
+            return self._numpy(self._plain(x))
 
     def isolated(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """Stage isolation: return what every anchor's module computed.
@@ -209,9 +211,10 @@ class NativeExecution:
             module = _Isolating(self.model, self.anchors, replaced)
             run = module
         fed = [self._tensor(anchors[name]) for name in replaced]
+        x = self._tensor(feed)
         try:
             with torch.no_grad(), self._context():
-                values = run(self._tensor(feed), *fed)
+                values = run(x, *fed)
         finally:
             if not self.compiled:
                 module.remove()
