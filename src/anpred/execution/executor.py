@@ -27,7 +27,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from anpred.execution.slots import AUTO, Parallel, usable_cpus
 from anpred.participants import Participant
 from anpred.store import ParticipantStore, Status, Step
 
@@ -235,25 +234,3 @@ class LocalExecutor(Executor):
 
     def slots(self, parallel: int) -> int:
         return max(1, parallel)
-
-
-def open_executor(ray: str | None, parallel: Parallel, threads: int) -> Executor:
-    """The executor of ``--ray``: local processes (``None``), or Ray at an address.
-
-    Args:
-        ray: ``None``, ``"local"`` (an embedded Ray instance with ``parallel × threads``
-            CPUs, shut down on close) or a cluster address (``auto``, ``HOST:PORT``,
-            ``ray://HOST:10001``).
-        parallel: Workers at once (sizes the embedded instance; ``"auto"``: the CPUs this
-            process may use, :func:`~anpred.execution.slots.usable_cpus`).
-        threads: Threads per worker.
-
-    Raises:
-        UsageError: Ray is not installed, or the cluster cannot be reached.
-    """
-    if not ray:
-        return LocalExecutor()
-    from anpred.execution.ray_executor import RayExecutor
-
-    cpus = usable_cpus() if parallel == AUTO else max(1, int(parallel)) * max(1, threads)
-    return RayExecutor(ray, num_cpus=cpus)
