@@ -159,7 +159,10 @@ def _check_approx(clean_s2: np.ndarray, clean_s3: np.ndarray, got: np.ndarray) -
     table = values[i.astype(int)] + (t - i) * slopes[i.astype(int)]
     sigmoid = 1 / (1 + np.exp(-clean_s2.astype(np.float64)))
     faulty, untouched = _selection("above:1", sigmoid)
-    np.testing.assert_array_equal(got[untouched], clean_s3[untouched])
+    # untouched elements: the activation recomputed in the faulted graph; TensorFlow's Sigmoid
+    # (oneDNN, AVX-512 Xeon) differed from the clean graph's by up to 4.6e-7 relative (a few
+    # float32 ulps) there, so "unchanged" is within 1e-6 relative, not bit for bit
+    np.testing.assert_allclose(got[untouched], clean_s3[untouched], rtol=1e-6, atol=0)
     expected = clean_s2 * table
     atol = 1e-6 * np.abs(clean_s2).max()  # as test_fault_kinds: the Mul's float32 rounding
     np.testing.assert_allclose(got[faulty], expected[faulty], rtol=0, atol=atol)

@@ -190,6 +190,9 @@ def test_conv_transpose_windows_beyond_the_kernels(library: str, tmp_path: Path)
         pytest.skip(f"{library} is not installed")
     env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
                JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")  # fmt: skip
+    # the script imports the test-only conformance package (tests/translate/conformance)
+    here = str(Path(__file__).resolve().parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     rng = np.random.default_rng(0)
     for case, (attrs, x_shape, w_shape) in _FALLBACKS.items():
         x = rng.standard_normal(x_shape).astype(np.float32)

@@ -200,7 +200,7 @@ def is_known_bugs_file(path: str | Path | None) -> bool:
         return False
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False  # the grid reader says what is wrong with it
     return isinstance(data, dict) and KEY in data
 
