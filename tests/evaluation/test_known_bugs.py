@@ -218,3 +218,20 @@ def test_a_run_whose_reference_failed_is_no_verdict_not_a_miss(
     assert row["failed_participants"] == ["torch: MissingTranslatorError: op QuantizeLinear"]
     assert bug_outcome(row).startswith("no verdict (not judged: torch: MissingTranslator")
     assert "no verdict: torch: MissingTranslatorError" in markdown_table([row])
+
+
+# `anpred eval` hands a known-bugs file to the benchmark (the hook in cli/commands.py).
+def test_anpred_eval_dispatches_a_known_bugs_file_and_writes_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from anpred.cli.main import main
+
+    config = tmp_path / "bugs.json"
+    # a model that cannot be written: the bug's row says why, no run starts
+    config.write_text(json.dumps({"known_bugs": [entry(model="onnx:no_such_model")]}))
+    code = main(["eval", "--config", str(config), "--out", str(tmp_path / "runs"),
+                 "--results", str(tmp_path / "results")])  # fmt: skip
+    assert code == 0
+    rows = json.loads((tmp_path / "results" / "known-bugs.json").read_text())
+    assert rows[0]["id"] == "onnxruntime-29629" and "no_such_model" in rows[0]["error"]
+    assert "not run: known bugs: onnxruntime-29629: writing model" in capsys.readouterr().out
