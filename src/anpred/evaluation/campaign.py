@@ -428,10 +428,15 @@ def evaluate(
 
 
 def _sweeps(grid: EvalGrid, model: str) -> bool:
-    """Whether the grid sweeps ``model``'s input size (a zoo model; an ONNX file's is fixed)."""
-    from anpred.zoo.registry import model_names
+    """Whether the grid sweeps ``model``'s input size (a resizable zoo model; an ONNX file's
+    size is fixed, and so is ViT's).
+    """
+    from anpred.zoo.registry import get_model, model_names
 
-    return bool(grid.sizes) and model in model_names()
+    if not grid.sizes or model not in model_names():
+        return False
+    spec = get_model(model)
+    return spec.resizable and spec.module_source is None
 
 
 def _stages(grid: EvalGrid, clean: Summary) -> list[str]:
@@ -546,7 +551,7 @@ def _run_model(
             )
             kept.write_summary(model, "configurations", result.configurations)
     if grid.sizes and not _sweeps(grid, model):
-        say(f"== {model}: no size sweep (an ONNX file has a fixed input size)")
+        say(f"== {model}: no size sweep (its input size is fixed)")
     elif grid.sizes:
         if prior is not None and prior.sweep and prior.sweep.get("sizes") == list(grid.sizes):
             say(f"== {model}: size sweep read back from {kept.root}")

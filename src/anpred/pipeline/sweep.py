@@ -21,6 +21,7 @@ from anpred.progress import Say
 from anpred.settings import ExecutionSettings, RunOptions
 from anpred.store import SweepStore
 from anpred.store.summary import Summary
+from anpred.zoo.registry import get_model, model_names
 
 
 def sweep(
@@ -43,6 +44,7 @@ def sweep(
         raise UsageError(
             "sweep needs a zoo model (an ONNX file or a module has a fixed input size)"
         )
+    _refuse_fixed_size(options.model)
     if len(sizes) < 2:
         raise UsageError("--sizes needs at least two sizes, e.g. 320,480,640")
     store = SweepStore(out)
@@ -68,6 +70,12 @@ def sweep(
         }
     store.write_result(result)
     return result
+
+
+def _refuse_fixed_size(model: str) -> None:
+    """A zoo model whose architecture fixes its input size cannot be swept."""
+    if model in model_names() and not get_model(model).resizable:
+        raise UsageError(f"sweep needs a resizable model; {model}'s input size is fixed")
 
 
 def sweep_table(result: dict[str, Any]) -> str:

@@ -49,6 +49,8 @@ class ModelSpec:
             the ``file.py:function`` source it runs from as a user's torch module does
             (:mod:`anpred.interchange.user_module`; its example inputs and module-tree
             anchor plan come with it); ``None`` for an image model.
+        resizable: Whether the architecture runs at other input sizes (``anpred sweep``);
+            ViT's learned position embeddings fix its size.
     """
 
     name: str
@@ -60,3 +62,4 @@ class ModelSpec:
     plan: Callable[[Any, str], list[Anchor]] = field(repr=False)
     notes: str = ""
     module_source: str | None = None
+    resizable: bool = True

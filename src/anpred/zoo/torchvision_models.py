@@ -67,5 +67,6 @@ for _name, _plan in (
             preprocessing="imagenet",
             build=_builder(_name),
             plan=_plan,
+            resizable=_name != "vit_b_16",
         )
     )
