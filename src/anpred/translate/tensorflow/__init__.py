@@ -38,6 +38,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_recurrent,
         ops_reduce,
         ops_resize,
+        ops_scatter,
         ops_shape,
         ops_transformer,
     )
