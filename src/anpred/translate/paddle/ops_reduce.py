@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import paddle
 
-from anpred.errors import UsageError
+from anpred.translate.paddle.static_values import ints, static_value
 from anpred.translate.registry import NodeCall, register
 
 Tensor = Any
@@ -38,19 +39,31 @@ def _axes_from_attribute(call: NodeCall) -> list[int] | None:
 def _axes_from_input(call: NodeCall, axes: Tensor) -> list[int] | None:
     if axes is None:
         return None
-    value = call.const(1)
-    if value is None:
-        raise UsageError(f"node {call.name}: {call.op_type} axes must be static")
-    return [int(a) for a in value.reshape(-1)]
+    return ints(static_value(call, 1, "axes", axes))
+
+
+#: The value ONNX gives a max / min over an empty set (paddle refuses to reduce it).
+_EMPTY_IDENTITY = {"ReduceMax": -np.inf, "ReduceMin": np.inf}
+
+
+def _empty(call: NodeCall, x: Tensor, axes: list[int] | None, keepdims: bool) -> Tensor | None:
+    """``paddle.full`` of the reduction's identity when it reduces an empty axis, else None."""
+    shape = list(x.shape)
+    chosen = range(len(shape)) if not axes else [a % len(shape) for a in axes]
+    if call.op_type not in _EMPTY_IDENTITY or all(shape[a] for a in chosen):
+        return None
+    out = [1 if i in chosen else d for i, d in enumerate(shape) if keepdims or i not in chosen]
+    return paddle.full(out, _EMPTY_IDENTITY[call.op_type], dtype=x.dtype)
 
 
 def _reduce(call: NodeCall, fn: Any, x: Tensor, axes: list[int] | None) -> Tensor:
     keepdims = bool(call.attr("keepdims", 1))
-    if not axes:
-        if call.attr("noop_with_empty_axes", 0):
-            return x
-        return fn(x, axis=None, keepdim=keepdims)
-    return fn(x, axis=axes, keepdim=keepdims)
+    if not axes and call.attr("noop_with_empty_axes", 0):
+        return x
+    empty = _empty(call, x, axes, keepdims)
+    if empty is not None:
+        return empty
+    return fn(x, axis=axes or None, keepdim=keepdims)
 
 
 def _register(op_type: str, fn: Any, input_since: int) -> None:

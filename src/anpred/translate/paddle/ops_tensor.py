@@ -1,7 +1,8 @@
 """Shape manipulation and tensor creation, with paddle's own operators.
 
 Static operands (Reshape shape, Slice starts/ends/axes/steps, Split sizes, Squeeze /
-Unsqueeze axes, Expand shape, Tile repeats, Pad pads) are read with ``call.const`` and
+Unsqueeze axes, Expand shape, Tile repeats, Pad pads) are read with ``call.const`` (or,
+computed at run time, from the eager tensor: :mod:`anpred.translate.paddle.static_values`) and
 resolved with plain Python / NumPy integer arithmetic; only paddle touches tensor data.
 """
 
@@ -16,21 +17,19 @@ import paddle.nn.functional as F
 
 from anpred.errors import UsageError
 from anpred.translate.paddle.dtypes import numpy_float_dtype
+from anpred.translate.paddle.static_values import ints, static_value
 from anpred.translate.registry import NodeCall, register
 
 Tensor = Any
 
 
-def _static(call: NodeCall, index: int, what: str) -> np.ndarray:
-    """Return the static value of (present) input ``index``; raise when it is dynamic."""
-    value = call.const(index)
-    if value is None:
-        raise UsageError(f"node {call.name}: {call.op_type} {what} must be static")
-    return value
+def _static(call: NodeCall, index: int, what: str, value: Any = None) -> np.ndarray:
+    """Return (present) input ``index``'s static or eager value (:func:`static_value`)."""
+    return static_value(call, index, what, value)
 
 
 def _ints(value: Any) -> list[int]:
-    return [int(v) for v in np.asarray(value).reshape(-1)]
+    return ints(value)
 
 
 @register("paddle", "Concat")
@@ -60,7 +59,7 @@ def split_attribute(call: NodeCall, x: Tensor) -> tuple[Tensor, ...]:
 def split(call: NodeCall, x: Tensor, sizes: Tensor = None) -> tuple[Tensor, ...]:
     """ONNX Split (opset 13+: sizes input; opset 18+: ``num_outputs``, last part smaller)."""
     axis = int(call.attr("axis", 0))
-    static_sizes = _static(call, 1, "split sizes") if sizes is not None else None
+    static_sizes = _static(call, 1, "split sizes", sizes) if sizes is not None else None
     parts = _split_sizes(call, int(x.shape[axis]), static_sizes)
     return tuple(paddle.split(x, parts, axis=axis))
 
@@ -112,10 +111,10 @@ def slice_(
     """ONNX Slice (opset 10+: static starts/ends/axes/steps inputs, negative and huge ends)."""
     return _slice(
         x,
-        _ints(_static(call, 1, "starts")),
-        _ints(_static(call, 2, "ends")),
-        None if axes is None else _ints(_static(call, 3, "axes")),
-        None if steps is None else _ints(_static(call, 4, "steps")),
+        _ints(_static(call, 1, "starts", starts)),
+        _ints(_static(call, 2, "ends", ends)),
+        None if axes is None else _ints(_static(call, 3, "axes", axes)),
+        None if steps is None else _ints(_static(call, 4, "steps", steps)),
     )
 
 
@@ -141,7 +140,7 @@ def gather(call: NodeCall, x: Tensor, indices: Tensor) -> Tensor:
 @register("paddle", "Reshape", since=5)
 def reshape(call: NodeCall, x: Tensor, shape: Tensor) -> Tensor:
     """ONNX Reshape (0 copies the input dimension unless ``allowzero``; -1 is inferred)."""
-    target = _ints(_static(call, 1, "shape"))
+    target = _ints(_static(call, 1, "shape", shape))
     if not call.attr("allowzero", 0):
         target = [int(x.shape[i]) if s == 0 else s for i, s in enumerate(target)]
     return paddle.reshape(x, target)
@@ -178,7 +177,7 @@ def squeeze_attribute(call: NodeCall, x: Tensor) -> Tensor:
 @register("paddle", "Squeeze", since=13)
 def squeeze(call: NodeCall, x: Tensor, axes: Tensor = None) -> Tensor:
     """ONNX Squeeze (opset 13+: optional static axes input)."""
-    return _squeeze(x, None if axes is None else _ints(_static(call, 1, "axes")))
+    return _squeeze(x, None if axes is None else _ints(_static(call, 1, "axes", axes)))
 
 
 def _unsqueeze(x: Tensor, axes: list[int]) -> Tensor:
@@ -195,20 +194,20 @@ def unsqueeze_attribute(call: NodeCall, x: Tensor) -> Tensor:
 @register("paddle", "Unsqueeze", since=13)
 def unsqueeze(call: NodeCall, x: Tensor, axes: Tensor) -> Tensor:
     """ONNX Unsqueeze (opset 13+: static axes input, negative axes allowed)."""
-    return _unsqueeze(x, _ints(_static(call, 1, "axes")))
+    return _unsqueeze(x, _ints(_static(call, 1, "axes", axes)))
 
 
 @register("paddle", "Expand", since=8)
 def expand(call: NodeCall, x: Tensor, shape: Tensor) -> Tensor:
     """ONNX Expand (bidirectional broadcast of ``x`` with the static ``shape``)."""
-    target = np.broadcast_shapes(tuple(x.shape), tuple(_ints(_static(call, 1, "shape"))))
+    target = np.broadcast_shapes(tuple(x.shape), tuple(_ints(_static(call, 1, "shape", shape))))
     return paddle.expand(x, list(target))
 
 
 @register("paddle", "Tile", since=6)
 def tile(call: NodeCall, x: Tensor, repeats: Tensor) -> Tensor:
     """ONNX Tile (static repeats)."""
-    return paddle.tile(x, _ints(_static(call, 1, "repeats")))
+    return paddle.tile(x, _ints(_static(call, 1, "repeats", repeats)))
 
 
 def _pad(call: NodeCall, x: Tensor, pads: list[int], value: float, mode: str) -> Tensor:
@@ -247,11 +246,11 @@ def pad(
     call: NodeCall, x: Tensor, pads: Tensor, value: Tensor = None, axes: Tensor = None
 ) -> Tensor:
     """ONNX Pad (opset 11+: static pads / constant_value inputs; opset 18+: axes input)."""
-    raw = _ints(_static(call, 1, "pads"))
-    constant = 0.0 if value is None else float(np.asarray(_static(call, 2, "value")).item())
+    raw = _ints(_static(call, 1, "pads", pads))
+    constant = 0.0 if value is None else float(np.asarray(_static(call, 2, "value", value)).item())
     rank = len(x.shape)
     if axes is not None:
-        chosen = [a + rank if a < 0 else a for a in _ints(_static(call, 3, "axes"))]
+        chosen = [a + rank if a < 0 else a for a in _ints(_static(call, 3, "axes", axes))]
         full = [0] * (2 * rank)
         for i, axis in enumerate(chosen):
             full[axis], full[axis + rank] = raw[i], raw[i + len(chosen)]
