@@ -248,8 +248,8 @@ def warm(
 ) -> None:
     """Weights and anchored exports into the fresh cache; import every library once."""
     from anpred.execution.pool import worker_env
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import export_model
+    from anpred.settings import RunOptions
 
     for model in models:
         prepare_workload(model, 1, work / f"warm-{Path(model).stem}", _say)

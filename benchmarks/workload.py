@@ -48,8 +48,8 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
         say: Progress printer.
     """
     from anpred.backends.base import ModelJob
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import export_model, is_onnx_path, prepare_inputs
+    from anpred.settings import RunOptions
     from anpred.store import RunStore
 
     folder.mkdir(parents=True, exist_ok=True)

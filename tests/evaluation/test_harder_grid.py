@@ -46,13 +46,13 @@ def test_single_node_faults_of_the_tiny_model(tmp_path) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "pipeline"))
     from tiny_model import tiny_cnn
 
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import run
+    from anpred.settings import ExecutionSettings, RunOptions
 
     model = tiny_cnn(tmp_path / "tiny.onnx")
     base = tmp_path / "clean"
     run(RunOptions(model=str(model), libs=("torch,onnxruntime,jax",), images=1), base,
-        drill=False, calibration="off")  # fmt: skip
+        ExecutionSettings(drill=False, calibration="off"))  # fmt: skip
     path = tmp_path / "grid.json"
     path.write_text(json.dumps({
         "models": [str(model)], "faulty": ["onnxruntime"],

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from anpred.errors import UsageError
+from anpred.execution.resources import estimate_memory
 from anpred.execution.slots import (
     AUTO,
     WORKER_MEMORY,
@@ -20,7 +21,6 @@ from anpred.execution.slots import (
     run_need,
     usable_cpus,
 )
-from anpred.pipeline.budget import estimate_memory
 
 GB = 2**30
 

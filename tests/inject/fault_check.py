@@ -10,7 +10,8 @@ transform records (what the worker writes into ``status.json``), or its error.
 
 Each fault is planned and applied as ``anpred run`` does: planned in this (main) process
 into a transform (:func:`anpred.inject.transforms.fault_transform`), applied around the
-library's runner exactly as the worker applies it (:class:`anpred.execution.transform.Transforms`).
+library's runner exactly as the worker applies it
+(:class:`anpred.interchange.transform.Transforms`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import numpy as np
 
 from anpred.backends.base import Capture, ModelJob
 from anpred.backends.registry import runner_class
-from anpred.execution.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.inject.spec import FaultSpec
 from anpred.inject.transforms import fault_transform, recorded_fault
 from anpred.interchange.export import AnchoredExport, load_export
+from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_chain import feed  # noqa: E402

@@ -12,7 +12,6 @@ from fault_chain import build_export
 
 from anpred.backends.base import ModelJob
 from anpred.errors import UsageError
-from anpred.execution.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.inject.spec import FaultSpec
 from anpred.inject.transforms import (
     FaultNodeHooks,
@@ -20,6 +19,7 @@ from anpred.inject.transforms import (
     fault_transform,
     recorded_fault,
 )
+from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.pipeline.transforms import MODEL_FOLDER, plan_transforms
 from anpred.store import RunStore
 

@@ -9,7 +9,7 @@ from anpred.errors import UsageError
 from anpred.inputs.several import describe_packing, several_inputs
 from anpred.inputs.tensors import image_tensor
 from anpred.interchange.packing import layout, packed_size
-from anpred.pipeline.options import RunOptions
+from anpred.settings import RunOptions
 
 _TENSORS = layout([("image", (1, 3, 8, 8), "float32"), ("ids", (1, 5), "int64")])
 RECORD = {"size": packed_size(_TENSORS), "tensors": [t.to_dict() for t in _TENSORS]}

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
 
     from anpred.cli import commands
     from anpred.cli.main import main as cli
-    from anpred.execution.transform import TRANSFORMS_KEY
+    from anpred.interchange.transform import TRANSFORMS_KEY
 
     record = Symptom(symptom, *once).record()
     flags_to_options = commands.run_options

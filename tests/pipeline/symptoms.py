@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from anpred.execution.transform import Infer, Transform, register_transform
+from anpred.interchange.transform import Infer, Transform, register_transform
 
 #: What the participant does during execution: ``crash`` (SIGKILL), ``hang``, ``error``
 #: (an exception), ``nan`` (a non-finite final output), ``hog`` (allocates memory, 64 MB at

@@ -11,7 +11,7 @@ import pytest
 
 from anpred.errors import UsageError
 from anpred.execution.memory import rss_bytes
-from anpred.pipeline.budget import (
+from anpred.execution.resources import (
     available_memory,
     check_budget,
     check_disk,
@@ -114,8 +114,8 @@ def test_anpred_run_checks_the_disk_before_it_prepares_inputs(
 
 def test_the_estimates_count_an_inputs_files_inputs(tmp_path) -> None:
     from anpred.interchange.export import AnchoredExport
-    from anpred.pipeline.options import RunOptions
     from anpred.pipeline.run import count_inputs
+    from anpred.settings import RunOptions
 
     export = AnchoredExport(tmp_path, "x", (1, 3, 8, 8), 17, ())
     path = tmp_path / "in.npz"

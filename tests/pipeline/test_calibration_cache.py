@@ -25,7 +25,7 @@ from anpred.pipeline.calibration_cache import (
     resolve,
     store_calibration,
 )
-from anpred.pipeline.options import RunOptions
+from anpred.settings import RunOptions
 
 ANCHORS = ("stem", "layer1", "output")
 LIBS = "torch,onnxruntime,jax"

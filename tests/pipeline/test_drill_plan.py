@@ -8,12 +8,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from anpred.execution.transform import TRANSFORMS_KEY
 from anpred.inject.plan import PlannedFault
 from anpred.inject.spec import FaultSpec
 from anpred.inject.transforms import FAULT_KEY, FaultNodeHooks, FaultyGraphs
 from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
 from anpred.interchange.export import AnchoredExport, AnchorOutput
+from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import Participant
 from anpred.pipeline.drill import drill_transforms
 from anpred.store import RunStore

@@ -140,7 +140,7 @@ def test_own_model_flags_refused_for_zoo_models(flag, tmp_path) -> None:
 
 def test_run_json_of_earlier_runs_still_matches() -> None:
     """New settings stay out of run.json at their defaults: earlier runs still resume."""
-    from anpred.pipeline.options import RunOptions
+    from anpred.settings import RunOptions
 
     earlier = {
         "model", "libs", "images", "image_paths", "granularity", "anchors", "weights", "seed",

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from anpred import __version__
+from anpred.execution.resources import DEFAULT_SHARE, available_memory, format_size
 from anpred.library import Library, libraries
 from anpred.library.environments import BUILD_HINT, build_command, missing_reason, versions_root
 from anpred.library.versions import built_releases
 from anpred.machine import describe_machine
-from anpred.pipeline.budget import DEFAULT_SHARE, available_memory, format_size
 
 #: What the memory and disk checks measure against: ``anpred run yolov8n --images 8`` with
 #: every library (six participants and the fp64 reference, stage anchors, ``--parallel 2``).

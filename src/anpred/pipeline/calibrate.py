@@ -29,7 +29,7 @@ from anpred.store import RunStore
 
 if TYPE_CHECKING:
     from anpred.interchange.export import AnchoredExport
-    from anpred.pipeline.options import RunOptions
+    from anpred.settings import RunOptions
 
 CALIBRATION_SYNTHETIC = 4
 """Seeded synthetic images a calibration run uses: with six participants, 24 noise ratios

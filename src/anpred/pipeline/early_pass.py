@@ -16,7 +16,7 @@ first input's captures, so nothing is submitted before the first input is comple
 Getting ahead must never disturb the run: any error stops the early pass, and the pass
 after the workers collects what it did not deliver. Nothing starts while the fp64
 reference's worker runs: a slot holds a worker or an analysis process, which keeps the
-run within the memory its budget counted (:mod:`anpred.pipeline.budget`: the larger of
+run within the memory its budget counted (:mod:`anpred.execution.resources`: the larger of
 the workers' and the analysis's peaks), but the reference's worker is larger than a slot's
 share.
 """

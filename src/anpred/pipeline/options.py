@@ -1,4 +1,8 @@
-"""The settings of one ``anpred run`` (moved to :mod:`anpred.settings`; kept as a name)."""
+"""The settings of one ``anpred run`` (moved to :mod:`anpred.settings`).
+
+Kept only for ``evaluation/campaign.py``, which imports ``RunOptions`` from here; it goes
+when that import does (issue 40).
+"""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
 
     def out_of_memory(used: int, limit: int) -> None:
-        from anpred.pipeline.budget import format_size
+        from anpred.execution.resources import format_size
 
         try:
             folder.write_status(

@@ -11,7 +11,8 @@ import pytest
 
 from anpred.backends.base import Capture, ModelJob, NodeHooks, Runner
 from anpred.errors import UsageError
-from anpred.execution.transform import (
+from anpred.interchange.export import AnchoredExport
+from anpred.interchange.transform import (
     TRANSFORMS_KEY,
     Transform,
     Transforms,
@@ -19,7 +20,6 @@ from anpred.execution.transform import (
     register_transform,
     transform_from_record,
 )
-from anpred.interchange.export import AnchoredExport
 
 
 @register_transform
