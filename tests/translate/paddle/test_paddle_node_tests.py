@@ -32,6 +32,15 @@ NODE_TESTS = (
     "test_center_crop_pad_crop_and_pad_expanded",
     "test_reduce_max_empty_set",
     "test_reduce_min_empty_set",
+    "test_scatternd_max",
+    "test_scatter_with_axis",
+    "test_spacetodepth_crd_mode_example",
+    "test_depthtospace_example",
+    "test_compress_negative_axis",
+    "test_reversesequence_batch",
+    "test_tensorscatter_circular",
+    "test_unique_not_sorted_without_axis",
+    "test_eyelike_populate_off_main_diagonal",
 )
 
 

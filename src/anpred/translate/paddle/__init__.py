@@ -23,6 +23,7 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_attention",
     "anpred.translate.paddle.ops_conv_transpose",
     "anpred.translate.paddle.ops_elementwise",
+    "anpred.translate.paddle.ops_index",
     "anpred.translate.paddle.ops_lrn",
     "anpred.translate.paddle.ops_math",
     "anpred.translate.paddle.ops_matmul",
