@@ -27,6 +27,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
     from anpred.translate.tensorflow import (  # noqa: F401  (imports register the translators)
         ops_activation,
         ops_attention,
+        ops_blocks,
         ops_conv,
         ops_conv_transpose,
         ops_elementwise,

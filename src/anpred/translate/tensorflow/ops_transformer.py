@@ -1,5 +1,5 @@
 """Ops of transformer and audio graphs, in ONNX's layout: RMS/Lp/instance/group normalisation,
-Swish, PRelu, Shrink, Hardmax, GatherElements, GatherND, TopK, Size.
+Swish, PRelu, Shrink, Hardmax, GatherElements, GatherND, TopK, Size, MeanVarianceNormalization, Det.
 
 Composed from ``tf.math``/``tf.nn`` kernels where TensorFlow has no single kernel for the
 op (RMSNormalization: ``tf.math.rsqrt`` of the mean square; GatherElements:
@@ -142,3 +142,20 @@ def top_k(call: NodeCall, x: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
 def size(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
     """The number of elements, an int64 scalar."""
     return tf.size(x, out_type=tf.int64)
+
+
+@onnx_op("MeanVarianceNormalization", since=9)
+def mean_variance_norm(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
+    """ONNX MeanVarianceNormalization over ``axes`` (default N, H, W), as its function body:
+    ``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)`` with ``tf.reduce_mean``.
+    """
+    axes = [int(a) % x.shape.rank for a in call.attr("axes", [0, 2, 3])]
+    mean = tf.reduce_mean(x, axis=axes, keepdims=True)
+    variance = tf.reduce_mean(x * x, axis=axes, keepdims=True) - mean * mean
+    return (x - mean) / (tf.sqrt(variance) + float(np.float32(1e-9)))
+
+
+@onnx_op("Det", since=11)
+def det(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
+    """ONNX Det: ``tf.linalg.det`` of the last two axes."""
+    return tf.linalg.det(x)
