@@ -1,7 +1,9 @@
 """The jax :class:`~anpred.translate.adapter.LibraryAdapter`: NCHW tensors, ``jax.jit``.
 
 ``dtype="bfloat16"`` is jax's "bf16 mode" as jmp/flax users set it (compute dtype
-bfloat16): weights and inputs are rounded to bfloat16, every op of the graph computes in
+bfloat16): weights and float inputs are rounded to bfloat16 (inputs where they are first
+computed with, so that integers packed into a float32 input reach their ``Cast`` exact, see
+:mod:`anpred.translate.jax.registration`), every op of the graph computes in
 bfloat16 (XLA:CPU decides internally where it widens, e.g. inside dot/conv), and the
 anchors are widened back to float32 (exactly) when they leave the library.
 """
@@ -93,7 +95,17 @@ class JaxAdapter(LibraryAdapter):
         )
 
     def feed(self, array: np.ndarray) -> Any:
-        """Return a graph input as a jax array (same conversion as constants)."""
+        """Return a graph input as a jax array (same conversion as constants).
+
+        In the bf16 mode a float input stays float32, exact: a packed input carries
+        integer tensors (token ids, masks) that bfloat16 would corrupt above 256; the
+        float tensors round to bfloat16 at their first computing op
+        (:mod:`anpred.translate.jax.registration`).
+        """
+        array = np.asarray(array)
+        if self.numerics.float_dtype == "bfloat16" and array.dtype.kind == "f":
+            if array.dtype.itemsize >= 4:
+                return jax.device_put(array.astype(np.float32))
         return self.const(array)
 
     def to_numpy(self, value: Any) -> np.ndarray:

@@ -15,9 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 
 
 def _heads(x: Any, heads: int) -> Any:
@@ -65,7 +64,7 @@ def _attention_bias(
     return bias
 
 
-@register(_LIB, "Attention", since=23)
+@register("Attention", since=23)
 def attention(
     call: NodeCall, q: Any, k: Any, v: Any, mask: Any = None, past_key: Any = None,
     past_value: Any = None, nonpad_kv_seqlen: Any = None,
@@ -115,7 +114,7 @@ def attention(
     return y, present_key, present_value, exposed.astype(q.dtype)
 
 
-@register(_LIB, "RotaryEmbedding", since=23)
+@register("RotaryEmbedding", since=23)
 def rotary_embedding(
     call: NodeCall, x: Any, cos_cache: Any, sin_cache: Any, position_ids: Any = None
 ) -> Any:

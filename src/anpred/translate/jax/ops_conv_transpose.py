@@ -16,13 +16,12 @@ from jax import lax
 
 from anpred.translate.jax.numerics import current
 from anpred.translate.jax.ops_nn import _CONV_LAYOUTS
-from anpred.translate.registry import NodeCall, register
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 from anpred.translate.transposed_window import transposed_window
 
-_LIB = "jax"
 
-
-@register(_LIB, "ConvTranspose")
+@register("ConvTranspose")
 def conv_transpose(call: NodeCall, x: Any, w: Any, b: Any = None) -> Any:
     """ONNX ConvTranspose: 1-3 spatial axes, strides, dilations, group, pads,
     output_padding, output_shape and ``auto_pad``.

@@ -9,9 +9,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from anpred.translate.jax.numerics import onnx_dtype
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 
 _BINARY = {
     "Add": jnp.add,
@@ -61,12 +60,12 @@ def _unary(fn: Any) -> Any:
 
 
 for _op, _fn in _BINARY.items():
-    register(_LIB, _op)(_binary(_fn))
+    register(_op)(_binary(_fn))
 for _op, _fn in _UNARY.items():
-    register(_LIB, _op)(_unary(_fn))
+    register(_op)(_unary(_fn))
 
 
-@register(_LIB, "Div")
+@register("Div")
 def div(call: NodeCall, a: Any, b: Any) -> Any:
     """Division; integer division truncates toward zero as ONNX specifies."""
     if jnp.issubdtype(a.dtype, jnp.integer):
@@ -75,7 +74,7 @@ def div(call: NodeCall, a: Any, b: Any) -> Any:
     return jnp.divide(a, b)
 
 
-@register(_LIB, "Mod")
+@register("Mod")
 def mod(call: NodeCall, a: Any, b: Any) -> Any:
     """Remainder: sign of the divisor (``fmod=0``) or of the dividend (``fmod=1``, C fmod)."""
     if call.attr("fmod", 0):
@@ -83,55 +82,55 @@ def mod(call: NodeCall, a: Any, b: Any) -> Any:
     return jnp.remainder(a, b)
 
 
-@register(_LIB, "Pow")
+@register("Pow")
 def power(call: NodeCall, x: Any, y: Any) -> Any:
     """``x ** y``; the result has the type of ``x`` (the exponent may be another type)."""
     return jnp.power(x, y).astype(x.dtype)
 
 
-@register(_LIB, "Min")
+@register("Min")
 def minimum(call: NodeCall, *xs: Any) -> Any:
     """Element-wise minimum of any number of inputs (broadcasting)."""
     return functools.reduce(jnp.minimum, xs)
 
 
-@register(_LIB, "Max")
+@register("Max")
 def maximum(call: NodeCall, *xs: Any) -> Any:
     """Element-wise maximum of any number of inputs (broadcasting)."""
     return functools.reduce(jnp.maximum, xs)
 
 
-@register(_LIB, "Sum")
+@register("Sum")
 def total(call: NodeCall, *xs: Any) -> Any:
     """Element-wise sum of any number of inputs (broadcasting)."""
     return functools.reduce(jnp.add, xs)
 
 
-@register(_LIB, "Where")
+@register("Where")
 def where(call: NodeCall, condition: Any, x: Any, y: Any) -> Any:
     """``x`` where ``condition`` holds, else ``y``."""
     return jnp.where(condition, x, y)
 
 
-@register(_LIB, "Identity")
+@register("Identity")
 def identity(call: NodeCall, x: Any) -> Any:
     """Return ``x`` unchanged."""
     return x
 
 
-@register(_LIB, "Cast")
+@register("Cast")
 def cast(call: NodeCall, x: Any) -> Any:
     """Cast to attribute ``to``; floats follow the graph's float dtype (see ``onnx_dtype``)."""
     return x.astype(onnx_dtype(int(call.attr("to"))))
 
 
-@register(_LIB, "CastLike")
+@register("CastLike")
 def cast_like(call: NodeCall, x: Any, like: Any) -> Any:
     """Cast ``x`` to the dtype of ``like``."""
     return x.astype(like.dtype)
 
 
-@register(_LIB, "Mean")
+@register("Mean")
 def mean(call: NodeCall, *xs: Any) -> Any:
     """Element-wise mean of any number of inputs: their Sum divided by their number."""
     return functools.reduce(jnp.add, xs) / len(xs)

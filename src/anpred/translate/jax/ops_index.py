@@ -12,19 +12,18 @@ from onnx import helper
 
 from anpred.errors import UsageError
 from anpred.translate.jax.numerics import onnx_dtype
+from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import normalize_axes, static_floats, static_ints
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.registry import NodeCall
 
 
-@register(_LIB, "Concat")
+@register("Concat")
 def concat(call: NodeCall, *xs: Any) -> Any:
     """Concatenate along ``axis``."""
     return jnp.concatenate(xs, axis=int(call.attr("axis")))
 
 
-@register(_LIB, "Split")
+@register("Split")
 def split(call: NodeCall, x: Any, sizes: Any = None) -> tuple[Any, ...]:
     """Split along ``axis`` by sizes (input from opset 13, attribute before) or evenly.
 
@@ -45,7 +44,7 @@ def split(call: NodeCall, x: Any, sizes: Any = None) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-@register(_LIB, "Slice")
+@register("Slice")
 def slice_(
     call: NodeCall,
     x: Any,
@@ -75,7 +74,7 @@ def slice_(
     return x[tuple(index)]
 
 
-@register(_LIB, "Gather")
+@register("Gather")
 def gather(call: NodeCall, x: Any, indices: Any) -> Any:
     """Take ``indices`` (scalar or tensor, negatives from the end) along ``axis``."""
     axis = int(call.attr("axis", 0))
@@ -87,7 +86,7 @@ def gather(call: NodeCall, x: Any, indices: Any) -> Any:
     return jnp.take(x, indices, axis=axis)
 
 
-@register(_LIB, "GatherND")
+@register("GatherND")
 def gather_nd(call: NodeCall, x: Any, indices: Any) -> Any:
     """ONNX GatherND, composed (jax has no gather_nd): advanced indexing of a view whose
     ``batch_dims`` leading axes are flattened into one, indexed by ``jnp.arange``; negative
@@ -106,7 +105,7 @@ def gather_nd(call: NodeCall, x: Any, indices: Any) -> Any:
     return picked.reshape((*lead, *indices.shape[batch:-1], *x.shape[batch + depth :]))
 
 
-@register(_LIB, "Pad")
+@register("Pad")
 def pad(
     call: NodeCall, x: Any, pads: Any = None, constant_value: Any = None, axes: Any = None
 ) -> Any:
@@ -141,7 +140,7 @@ def pad(
     raise UsageError(f"Pad node {call.name}: mode {mode!r} has no jax translation")
 
 
-@register(_LIB, "ConstantOfShape")
+@register("ConstantOfShape")
 def constant_of_shape(call: NodeCall, shape: Any) -> Any:
     """Return a tensor of ``shape`` filled with the ``value`` attribute (default float 0)."""
     dims = static_ints(call, 0, shape, "shape")
@@ -151,7 +150,7 @@ def constant_of_shape(call: NodeCall, shape: Any) -> Any:
     return jnp.full(dims, fill.reshape(-1)[0].item(), dtype=dtype)
 
 
-@register(_LIB, "Range")
+@register("Range")
 def range_(call: NodeCall, start: Any, limit: Any, delta: Any) -> Any:
     """``start + delta * [0, 1, ...]`` up to ``limit`` (the bounds must be static)."""
     (first,) = static_floats(call, 0, start, "start")

@@ -16,10 +16,9 @@ import numpy as np
 from jax import lax
 
 from anpred.translate.jax.numerics import index_dtype
+from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import static_ints
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.registry import NodeCall
 
 
 def _f32(call: NodeCall, key: str, default: float) -> float:
@@ -50,10 +49,10 @@ def _unary(fn: Any) -> Any:
 
 
 for _op, _fn in _UNARY.items():
-    register(_LIB, _op)(_unary(_fn))
+    register(_op)(_unary(_fn))
 
 
-@register(_LIB, "IsInf")
+@register("IsInf")
 def is_inf(call: NodeCall, x: Any) -> Any:
     """``jnp.isinf`` restricted by ``detect_positive`` / ``detect_negative``."""
     positive, negative = call.attr("detect_positive", 1), call.attr("detect_negative", 1)
@@ -66,7 +65,7 @@ def is_inf(call: NodeCall, x: Any) -> Any:
     return jnp.zeros(x.shape, dtype=bool)
 
 
-@register(_LIB, "Selu")
+@register("Selu")
 def selu(call: NodeCall, x: Any) -> Any:
     """``gamma * elu(x, alpha)`` with the node's float32 constants."""
     alpha = _f32(call, "alpha", 1.67326319217681884765625)
@@ -74,26 +73,26 @@ def selu(call: NodeCall, x: Any) -> Any:
     return jax.nn.elu(x, alpha=alpha) * gamma
 
 
-@register(_LIB, "Celu")
+@register("Celu")
 def celu(call: NodeCall, x: Any) -> Any:
     """``jax.nn.celu`` (``alpha`` default 1)."""
     return jax.nn.celu(x, alpha=_f32(call, "alpha", 1.0))
 
 
-@register(_LIB, "Swish")
+@register("Swish")
 def swish(call: NodeCall, x: Any) -> Any:
     """``x * sigmoid(alpha * x)``; ``jax.nn.silu`` for ``alpha`` 1."""
     alpha = _f32(call, "alpha", 1.0)
     return jax.nn.silu(x) if alpha == 1.0 else x * jax.nn.sigmoid(x * alpha)
 
 
-@register(_LIB, "ThresholdedRelu")
+@register("ThresholdedRelu")
 def thresholded_relu(call: NodeCall, x: Any) -> Any:
     """``x`` where ``x > alpha`` (default 1), else 0."""
     return jnp.where(x > _f32(call, "alpha", 1.0), x, jnp.zeros_like(x))
 
 
-@register(_LIB, "Shrink")
+@register("Shrink")
 def shrink(call: NodeCall, x: Any) -> Any:
     """``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0."""
     lambd, bias = _f32(call, "lambd", 0.5), _f32(call, "bias", 0.0)
@@ -102,7 +101,7 @@ def shrink(call: NodeCall, x: Any) -> Any:
     return jnp.where(wide < -lambd, low, jnp.where(wide > lambd, high, jnp.zeros_like(x)))
 
 
-@register(_LIB, "RMSNormalization", since=23)
+@register("RMSNormalization", since=23)
 def rms_norm(call: NodeCall, x: Any, scale: Any) -> Any:
     """``x * rsqrt(mean(x^2 over the axes from axis on) + epsilon) * scale`` (composed)."""
     axis = int(call.attr("axis", -1)) % x.ndim
@@ -110,7 +109,7 @@ def rms_norm(call: NodeCall, x: Any, scale: Any) -> Any:
     return x * lax.rsqrt(square + _f32(call, "epsilon", 1e-5)) * scale
 
 
-@register(_LIB, "LpNormalization")
+@register("LpNormalization")
 def lp_norm(call: NodeCall, x: Any) -> Any:
     """``x / ||x||_p`` along ``axis`` (``jnp.linalg.norm``); a zero norm gives 0."""
     axis = int(call.attr("axis", -1)) % x.ndim
@@ -118,7 +117,7 @@ def lp_norm(call: NodeCall, x: Any) -> Any:
     return jnp.where(norm == 0, jnp.zeros_like(x), x / jnp.where(norm == 0, 1, norm))
 
 
-@register(_LIB, "Hardmax", since=13)
+@register("Hardmax", since=13)
 def hardmax(call: NodeCall, x: Any) -> Any:
     """1 at the first maximum along ``axis`` (``jax.nn.one_hot`` of ``argmax``)."""
     axis = int(call.attr("axis", -1)) % x.ndim
@@ -126,7 +125,7 @@ def hardmax(call: NodeCall, x: Any) -> Any:
     return jnp.moveaxis(hot, -1, axis)
 
 
-@register(_LIB, "GatherElements")
+@register("GatherElements")
 def gather_elements(call: NodeCall, x: Any, indices: Any) -> Any:
     """``jnp.take_along_axis`` (negative indices from the end)."""
     axis = int(call.attr("axis", 0)) % x.ndim
@@ -134,7 +133,7 @@ def gather_elements(call: NodeCall, x: Any, indices: Any) -> Any:
     return jnp.take_along_axis(x, indices, axis=axis)
 
 
-@register(_LIB, "TopK", since=10)
+@register("TopK", since=10)
 def top_k(call: NodeCall, x: Any, k: Any) -> tuple[Any, Any]:
     """``lax.top_k`` on the axis moved last (smallest: on ``-x``); ``k`` must be static."""
     (count,) = static_ints(call, 1, k, "k")

@@ -7,18 +7,17 @@ from typing import Any
 import jax.numpy as jnp
 
 from anpred.translate.jax.numerics import current
-from anpred.translate.registry import NodeCall, register
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 
-_LIB = "jax"
 
-
-@register(_LIB, "MatMul")
+@register("MatMul")
 def matmul(call: NodeCall, a: Any, b: Any) -> Any:
     """NumPy-style matrix product (1-D promotion, batch broadcasting)."""
     return jnp.matmul(a, b, precision=current().precision)
 
 
-@register(_LIB, "Gemm")
+@register("Gemm")
 def gemm(call: NodeCall, a: Any, b: Any, c: Any = None) -> Any:
     """``alpha * A' @ B' + beta * C`` with optional transposes of A and B."""
     if call.attr("transA", 0):

@@ -11,9 +11,8 @@ from jax import lax
 
 from anpred.errors import UsageError
 from anpred.translate.jax.numerics import current, index_dtype
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 
 #: ``dimension_numbers`` of ``lax.conv_general_dilated`` by number of spatial dims.
 _CONV_LAYOUTS = {
@@ -93,7 +92,7 @@ def _window_geometry(call: NodeCall, x: Any) -> tuple[list[int], list[int], list
     return kernel, strides, dilations, pads, total
 
 
-@register(_LIB, "Conv")
+@register("Conv")
 def conv(call: NodeCall, x: Any, w: Any, b: Any = None) -> Any:
     """N-d convolution (1-, 2-, 3-d) with groups, strides, dilations, pads, auto_pad."""
     n = w.ndim - 2
@@ -116,7 +115,7 @@ def conv(call: NodeCall, x: Any, w: Any, b: Any = None) -> Any:
     return y
 
 
-@register(_LIB, "MaxPool")
+@register("MaxPool")
 def max_pool(call: NodeCall, x: Any) -> Any:
     """Max pooling (pads, strides, dilations, ceil_mode) and its Indices output.
 
@@ -176,7 +175,7 @@ def _max_pool_with_indices(
     )
 
 
-@register(_LIB, "AveragePool")
+@register("AveragePool")
 def average_pool(call: NodeCall, x: Any) -> Any:
     """Average pooling; ``count_include_pad`` counts the ONNX pads, never ceil_mode's."""
     kernel, strides, dilations, pads, total = _window_geometry(call, x)
@@ -199,13 +198,13 @@ def average_pool(call: NodeCall, x: Any) -> Any:
     return sums / counts
 
 
-@register(_LIB, "GlobalAveragePool")
+@register("GlobalAveragePool")
 def global_average_pool(call: NodeCall, x: Any) -> Any:
     """Mean over all spatial axes, kept as size-1 axes."""
     return jnp.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
-@register(_LIB, "GlobalMaxPool")
+@register("GlobalMaxPool")
 def global_max_pool(call: NodeCall, x: Any) -> Any:
     """Maximum over all spatial axes, kept as size-1 axes."""
     return jnp.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)

@@ -10,10 +10,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from anpred.errors import UsageError
+from anpred.translate.jax.registration import register
 from anpred.translate.lrn_window import lrn_window
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.registry import NodeCall
 
 
 def _per_channel(v: Any, ndim: int) -> Any:
@@ -21,7 +20,7 @@ def _per_channel(v: Any, ndim: int) -> Any:
     return v.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-@register(_LIB, "BatchNormalization")
+@register("BatchNormalization")
 def batch_norm(call: NodeCall, x: Any, scale: Any, bias: Any, mean: Any, var: Any) -> Any:
     """Inference batch norm: ``(x - mean) * (rsqrt(var + eps) * scale) + bias``."""
     if call.attr("training_mode", 0):
@@ -33,7 +32,7 @@ def batch_norm(call: NodeCall, x: Any, scale: Any, bias: Any, mean: Any, var: An
     )
 
 
-@register(_LIB, "LayerNormalization")
+@register("LayerNormalization")
 def layer_norm(call: NodeCall, x: Any, scale: Any, bias: Any = None) -> tuple[Any, Any, Any]:
     """Normalise over axes ``axis..rank-1``; also returns Mean and InvStdDev."""
     axis = int(call.attr("axis", -1))
@@ -49,7 +48,7 @@ def layer_norm(call: NodeCall, x: Any, scale: Any, bias: Any = None) -> tuple[An
     return y, mean, inv_std
 
 
-@register(_LIB, "InstanceNormalization")
+@register("InstanceNormalization")
 def instance_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     """Normalise every (sample, channel) over its spatial axes."""
     axes = tuple(range(2, x.ndim))
@@ -60,7 +59,7 @@ def instance_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     return centred * inv_std * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
 
 
-@register(_LIB, "GroupNormalization")
+@register("GroupNormalization")
 def group_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     """ONNX GroupNormalization, composed (jax has no group-norm kernel): every sample's
     ``num_groups`` groups of channels normalised over their channels and spatial axes
@@ -80,7 +79,7 @@ def group_norm(call: NodeCall, x: Any, scale: Any, bias: Any) -> Any:
     return y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
 
 
-@register(_LIB, "LRN")
+@register("LRN")
 def lrn(call: NodeCall, x: Any) -> Any:
     """ONNX LRN: the channel window's sum of squares by ``lax.reduce_window``."""
     win = lrn_window(call)

@@ -12,9 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from anpred.translate import recurrent
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.jax.registration import register
+from anpred.translate.registry import NodeCall
 
 KERNELS = recurrent.RecurrentKernels(
     transpose=jnp.transpose,
@@ -25,13 +24,13 @@ KERNELS = recurrent.RecurrentKernels(
 )
 
 
-@register(_LIB, "LSTM")
+@register("LSTM")
 def lstm(call: NodeCall, *inputs: Any) -> tuple[Any, ...]:
     """ONNX LSTM (see :func:`anpred.translate.recurrent.lstm`)."""
     return recurrent.lstm(call, KERNELS, *inputs)
 
 
-@register(_LIB, "GRU")
+@register("GRU")
 def gru(call: NodeCall, *inputs: Any) -> tuple[Any, ...]:
     """ONNX GRU (see :func:`anpred.translate.recurrent.gru`)."""
     return recurrent.gru(call, KERNELS, *inputs)

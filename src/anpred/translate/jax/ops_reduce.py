@@ -13,10 +13,9 @@ import jax
 import jax.numpy as jnp
 
 from anpred.translate.jax.numerics import index_dtype
+from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import axes_of, normalize_axes
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.registry import NodeCall
 
 _REDUCTIONS = {
     "ReduceMean": jnp.mean,
@@ -45,7 +44,7 @@ def _apply(call: NodeCall, x: Any, axes_tensor: Any, fn: Any) -> Any:
 
 
 for _op, _fn in _REDUCTIONS.items():
-    register(_LIB, _op)(_reduce(_fn))
+    register(_op)(_reduce(_fn))
 
 _MORE_REDUCTIONS = {
     "ReduceL1": lambda x, **kw: jnp.sum(jnp.abs(x), **kw),
@@ -54,10 +53,10 @@ _MORE_REDUCTIONS = {
     "ReduceLogSumExp": jax.nn.logsumexp,
 }
 for _op, _fn in _MORE_REDUCTIONS.items():
-    register(_LIB, _op)(_reduce(_fn))
+    register(_op)(_reduce(_fn))
 
 
-@register(_LIB, "ReduceL2")
+@register("ReduceL2")
 def reduce_l2(call: NodeCall, x: Any, axes: Any = None) -> Any:
     """Euclidean norm over the axes."""
     return jnp.sqrt(_apply(call, x * x, axes, jnp.sum))
@@ -73,13 +72,13 @@ def _arg(call: NodeCall, x: Any, fn: Any) -> Any:
     return fn(x, axis=axis, keepdims=keepdims).astype(index_dtype())
 
 
-@register(_LIB, "ArgMax")
+@register("ArgMax")
 def argmax(call: NodeCall, x: Any) -> Any:
     """Index of the maximum along ``axis`` (first or last occurrence)."""
     return _arg(call, x, jnp.argmax)
 
 
-@register(_LIB, "ArgMin")
+@register("ArgMin")
 def argmin(call: NodeCall, x: Any) -> Any:
     """Index of the minimum along ``axis`` (first or last occurrence)."""
     return _arg(call, x, jnp.argmin)

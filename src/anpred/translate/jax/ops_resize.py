@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anpred.errors import UsageError
+from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import normalize_axes, static_floats, static_ints
-from anpred.translate.registry import NodeCall, register
+from anpred.translate.registry import NodeCall
 from anpred.translate.resize_taps import (
     axis_taps,
     extrapolation_mask,
@@ -31,8 +32,6 @@ from anpred.translate.resize_taps import (
     tap_layout,
 )
 from anpred.translate.upsample import as_resize
-
-_LIB = "jax"
 
 
 def _source_coordinates(mode: str, out_size: int, in_size: int, scale: float) -> np.ndarray:
@@ -127,7 +126,7 @@ def _needs_taps(call: NodeCall) -> bool:
     )
 
 
-@register(_LIB, "Resize")
+@register("Resize")
 def resize(
     call: NodeCall,
     x: Any,
@@ -159,7 +158,7 @@ def resize(
     return x
 
 
-@register(_LIB, "Upsample", since=7)
+@register("Upsample", since=7)
 def upsample(call: NodeCall, x: Any, scales: Any = None) -> Any:
     """ONNX Upsample (opset 7-9): the equivalent asymmetric Resize (nearest floor, linear)."""
     resize_call = as_resize(call)

@@ -13,13 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from anpred.translate.jax.numerics import index_dtype
+from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import axes_of, normalize_axes, static_ints
-from anpred.translate.registry import NodeCall, register
-
-_LIB = "jax"
+from anpred.translate.registry import NodeCall
 
 
-@register(_LIB, "Reshape")
+@register("Reshape")
 def reshape(call: NodeCall, x: Any, shape: Any) -> Any:
     """Reshape; ``0`` copies the input dimension (unless ``allowzero``), ``-1`` is inferred."""
     target = static_ints(call, 1, shape, "shape")
@@ -28,14 +27,14 @@ def reshape(call: NodeCall, x: Any, shape: Any) -> Any:
     return jnp.reshape(x, target)
 
 
-@register(_LIB, "Transpose")
+@register("Transpose")
 def transpose(call: NodeCall, x: Any) -> Any:
     """Permute axes (default: reverse them)."""
     perm = call.attr("perm")
     return jnp.transpose(x, None if perm is None else [int(p) for p in perm])
 
 
-@register(_LIB, "Flatten")
+@register("Flatten")
 def flatten(call: NodeCall, x: Any) -> Any:
     """Reshape to 2-D, splitting the axes at ``axis`` (default 1)."""
     axis = int(call.attr("axis", 1))
@@ -43,7 +42,7 @@ def flatten(call: NodeCall, x: Any) -> Any:
     return jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
-@register(_LIB, "Squeeze")
+@register("Squeeze")
 def squeeze(call: NodeCall, x: Any, axes: Any = None) -> Any:
     """Drop the given size-1 axes (all size-1 axes when none are given)."""
     given = axes_of(call, 1, axes)
@@ -52,7 +51,7 @@ def squeeze(call: NodeCall, x: Any, axes: Any = None) -> Any:
     return jnp.squeeze(x, axis=tuple(normalize_axes(given, x.ndim)))
 
 
-@register(_LIB, "Unsqueeze")
+@register("Unsqueeze")
 def unsqueeze(call: NodeCall, x: Any, axes: Any = None) -> Any:
     """Insert size-1 axes at the given positions of the output."""
     given = axes_of(call, 1, axes) or []
@@ -60,20 +59,20 @@ def unsqueeze(call: NodeCall, x: Any, axes: Any = None) -> Any:
     return jnp.expand_dims(x, axis=tuple(sorted(positions)))
 
 
-@register(_LIB, "Expand")
+@register("Expand")
 def expand(call: NodeCall, x: Any, shape: Any) -> Any:
     """Broadcast to ``shape`` (bidirectionally, as ONNX Expand does)."""
     target = static_ints(call, 1, shape, "shape")
     return jnp.broadcast_to(x, np.broadcast_shapes(tuple(x.shape), tuple(target)))
 
 
-@register(_LIB, "Tile")
+@register("Tile")
 def tile(call: NodeCall, x: Any, repeats: Any) -> Any:
     """Repeat the tensor ``repeats[i]`` times along axis ``i``."""
     return jnp.tile(x, static_ints(call, 1, repeats, "repeats"))
 
 
-@register(_LIB, "Shape")
+@register("Shape")
 def shape_of(call: NodeCall, x: Any) -> Any:
     """Shape as a tensor (usually folded at build time; jax shapes are static anyway)."""
     start = call.attr("start", 0)
@@ -81,7 +80,7 @@ def shape_of(call: NodeCall, x: Any) -> Any:
     return jnp.asarray(x.shape[start:end], dtype=index_dtype())
 
 
-@register(_LIB, "Size")
+@register("Size")
 def size_of(call: NodeCall, x: Any) -> Any:
     """Return the number of elements as a scalar tensor."""
     return jnp.asarray(math.prod(x.shape), dtype=index_dtype())
