@@ -32,6 +32,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_conv_transpose,
         ops_elementwise,
         ops_index,
+        ops_loss,
         ops_math,
         ops_matmul,
         ops_norm,
