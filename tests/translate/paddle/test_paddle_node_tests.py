@@ -41,6 +41,14 @@ NODE_TESTS = (
     "test_tensorscatter_circular",
     "test_unique_not_sorted_without_axis",
     "test_eyelike_populate_off_main_diagonal",
+    "test_lppool_2d_dilations",
+    "test_lppool_2d_same_lower",
+    "test_maxunpool_export_without_output_shape",
+    "test_col2im_pads",
+    "test_col2im_5d",
+    "test_center_crop_pad_crop_and_pad",
+    "test_affine_grid_3d_align_corners",
+    "test_causal_conv_with_state_silu_with_past_state",
 )
 
 

@@ -28,9 +28,11 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_math",
     "anpred.translate.paddle.ops_matmul",
     "anpred.translate.paddle.ops_nn",
+    "anpred.translate.paddle.ops_pool",
     "anpred.translate.paddle.ops_recurrent",
     "anpred.translate.paddle.ops_reduce",
     "anpred.translate.paddle.ops_resize",
+    "anpred.translate.paddle.ops_spatial",
     "anpred.translate.paddle.ops_tensor",
     "anpred.translate.paddle.ops_transformer",
 )
