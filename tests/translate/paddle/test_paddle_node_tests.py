@@ -49,6 +49,12 @@ NODE_TESTS = (
     "test_center_crop_pad_crop_and_pad",
     "test_affine_grid_3d_align_corners",
     "test_causal_conv_with_state_silu_with_past_state",
+    "test_if",
+    "test_loop11",
+    "test_scan9_multi_state",
+    "test_scan_sum",
+    "test_affine_grid_2d_expanded",  # If inside AffineGrid's function body
+    "test_linear_attention_gated_delta_expanded",  # Scan inside LinearAttention's body
 )
 
 

@@ -21,6 +21,7 @@ SETTINGS = ("dtype", "threads", "static", "env")
 OPS_MODULES = (
     "anpred.translate.paddle.ops_activation",
     "anpred.translate.paddle.ops_attention",
+    "anpred.translate.paddle.ops_control",
     "anpred.translate.paddle.ops_conv_transpose",
     "anpred.translate.paddle.ops_elementwise",
     "anpred.translate.paddle.ops_index",
