@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
-from anpred.repro.record import REPRO_FOLDER, ReproRecord, load_reproducers
+from anpred.store.repro_record import REPRO_FOLDER, ReproRecord, load_reproducers
 from anpred.store.summary import Anchor, Finding, Localization, ParticipantRecord, Summary
 
 if TYPE_CHECKING:

@@ -34,9 +34,6 @@ from anpred.library.versions import (
 )
 from anpred.participants import parse_participant, parse_participants
 from anpred.pipeline.identical import (
-    BY_KEY,
-    DIFFERS_KEY,
-    KEY,
     Comparison,
     mark_releases,
     release_groups,
@@ -44,6 +41,7 @@ from anpred.pipeline.identical import (
 )
 from anpred.report.identical import identical_notes
 from anpred.store import RunStore
+from anpred.store.summary_records import BY_KEY, DIFFERS_KEY, KEY
 
 HERE = Path(__file__).resolve().parent
 OLD_ORT = "1.17.3"

@@ -12,7 +12,7 @@ import pytest
 from repro_models import tiny_cnn
 
 import anpred
-from anpred.repro.record import Status
+from anpred.store.repro_record import Status
 
 ENV = {"JAX_PLATFORMS": "cpu"}
 

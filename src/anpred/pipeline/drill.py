@@ -264,14 +264,27 @@ def _evidence(
     return evidence, introduced
 
 
-def _verdicts(
+def operator_verdicts(
     drill_root: Path,
     names: Sequence[str],
     keys: Sequence[str],
     input_ids: Sequence[str],
     params: OracleParams,
 ) -> dict[tuple[str, str, str], Verdict]:
-    """Every (participant, operator anchor, input) judged by the oracle."""
+    """Every (participant, operator anchor, input) of a drill-down's captures judged by the
+    oracle, each operator against the other participants' (also what ``anpred repro``'s
+    trials judge).
+
+    Args:
+        drill_root: The run directory of the drill jobs (``drill/`` or a trial's folder).
+        names: The participants to judge (their jobs finished).
+        keys: The operator anchors, in graph order.
+        input_ids: The inputs.
+        params: Oracle parameters (with per-operator calibration factors, if any).
+
+    Returns:
+        ``(participant, anchor, input id)`` → the oracle's verdict.
+    """
     from anpred.analysis.oracle import judge_anchor
 
     evidence, introduced = _evidence(drill_root, names, keys, input_ids, params)
@@ -408,7 +421,7 @@ def run_drill(
     names = [p.name for p in population if p.name not in failed]
     params = params or OracleParams(metrics=())  # the primary metric decides; no others
     params = operator_params(params, {o.key: o.stage for o in graph.ops})
-    verdicts = _verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
+    verdicts = operator_verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
     records = []
     for participant, per in targets.items():
         for stage in per:

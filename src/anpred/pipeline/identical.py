@@ -3,13 +3,13 @@
 Versions of one library (``onnxruntime@1.17.3`` beside ``onnxruntime``,
 :mod:`anpred.library.versions`) are independent votes in the consensus only as far as their
 kernels differ. Two releases whose captures are equal bit for bit at every anchor of every
-input ran the same arithmetic: the run records it on both participants' records
-(:data:`KEY`: the other participants, :data:`BY_KEY`: how it was established) and the
-report says so. Two releases that differ are recorded with the first anchor, in topological
-order, where they differ on any input (:data:`DIFFERS_KEY`): the numerics that changed
-between the releases are in the stage that ends there (everything before it is bit for bit
-the same), which answers "we moved from X to Y and the numbers changed: where?" without a
-finding.
+input ran the same arithmetic: the run records it on both participants' records (under the
+keys of :mod:`anpred.store.summary_records`: ``KEY``, the other participants, ``BY_KEY``,
+how it was established) and the report says so. Two releases that differ are recorded with
+the first anchor, in topological order, where they differ on any input (``DIFFERS_KEY``):
+the numerics that changed between the releases are in the stage that ends there
+(everything before it is bit for bit the same), which answers "we moved from X to Y and the
+numbers changed: where?" without a finding.
 
 Compared: participants of the same library and configuration of which at least one is a
 release. With the captures on disk (a run's analysis, before pruning) every anchor array of
@@ -32,18 +32,10 @@ from anpred.analysis.verdict import Verdict
 from anpred.errors import UsageError
 from anpred.store import RunStore
 from anpred.store.outcome import FINISHED_STATES
+from anpred.store.summary_records import BY_KEY, DIFFERS_KEY, KEY
 
 Json = dict[str, Any]
 
-#: Record key: the participants whose anchors equal this one's bit for bit.
-KEY = "identical_anchors"
-#: Record key: how the comparison was made (``captures`` or ``deviations``).
-BY_KEY = "identical_by"
-#: Record key: other release → ``{"anchor": the first anchor that differs, "index": its
-#: place in the anchor order (0: the first), "max_abs_diff": the largest difference there,
-#: "stage_ops": {op type: count} of the stage that ends there, "operator": that node when the
-#: stage has one operator}``.
-DIFFERS_KEY = "release_differs_at"
 #: Marks a release in a participant name (:data:`anpred.library.versions.VERSION_MARK`).
 _RELEASE = "@"
 

@@ -28,8 +28,8 @@ from anpred.report.sections import (
     propagation_section,
     verdict_section,
 )
-from anpred.repro.record import REPRO_FOLDER, load_reproducers
 from anpred.store.layout import PLOTS_FOLDER, RunStore
+from anpred.store.repro_record import REPRO_FOLDER, load_reproducers
 from anpred.store.summary import Summary
 
 _CSS = """

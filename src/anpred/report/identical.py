@@ -1,8 +1,9 @@
 """The report's notes on library releases compared bit for bit.
 
-The run records them on each participant (:mod:`anpred.pipeline.identical`): releases that
-gave bit-identical anchors (one vote in the consensus, not several), and for releases that
-differ, the first anchor where they do. The terminal summary and the HTML report's library
+The run records them on each participant (:mod:`anpred.pipeline.identical`, under the keys
+of :mod:`anpred.store.summary_records`): releases that gave bit-identical anchors (one vote
+in the consensus, not several), and for releases that differ, the first anchor where they
+do. The terminal summary and the HTML report's library
 section say each in one sentence.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from anpred.pipeline.identical import BY_KEY, DIFFERS_KEY, KEY
+from anpred.store.summary_records import BY_KEY, DIFFERS_KEY, KEY
 
 _HOW = {
     "captures": "every anchor of every input equal bit for bit",

@@ -6,8 +6,8 @@ imports no DL library.
 """
 
 from anpred.repro.make import ReproOptions, make_reproducers
-from anpred.repro.record import ReproRecord, Status, load_reproducers
 from anpred.repro.symptom import SYMPTOM_FACTOR, Symptom, SymptomCheck, check
+from anpred.store.repro_record import ReproRecord, Status, load_reproducers
 
 __all__ = [
     "SYMPTOM_FACTOR",

@@ -25,9 +25,9 @@ from anpred.analysis.oracle import CLASS_FACTOR, NOISE_FACTOR
 from anpred.library.precision import FP32, ideal_reference
 from anpred.participants import REFERENCE32, REFERENCE64, precision_of
 from anpred.progress import Say
-from anpred.repro.record import ReproRecord, Status, write_record
 from anpred.repro.subgraph import StageCases, input_names, prefix, standalone_model
 from anpred.store.files import write_json
+from anpred.store.repro_record import ReproRecord, Status, write_record
 
 if TYPE_CHECKING:
     from anpred.repro.make import ReproOptions, RunContext

@@ -30,7 +30,6 @@ from anpred.interchange.export import AnchoredExport
 from anpred.participants import REFERENCE64, parse_participant
 from anpred.progress import Say, quiet
 from anpred.repro.folder import write_folder
-from anpred.repro.record import REPRO_FOLDER, ReproRecord, Status, write_index
 from anpred.repro.reduce import Reducer, Reduction
 from anpred.repro.subgraph import StageCases
 from anpred.repro.symptom import Symptom, symptom_of
@@ -42,6 +41,13 @@ from anpred.repro.trial import (
 from anpred.settings import ExecutionSettings
 from anpred.store import RunStore
 from anpred.store.drill import DrillStore
+from anpred.store.repro_record import (
+    REPRO_FOLDER,
+    ReproRecord,
+    Status,
+    load_reproducers,
+    write_index,
+)
 from anpred.store.summary_drill import DrillDown
 
 
@@ -265,8 +271,6 @@ def make_reproducers(run_dir: Path, options: ReproOptions, say: Say = quiet) -> 
 
 
 def _earlier(out: Path, replaced: set[str]) -> list[ReproRecord]:
-    from anpred.repro.record import load_reproducers
-
     return [r for r in load_reproducers(out) if r.finding not in replaced]
 
 

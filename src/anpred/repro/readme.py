@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from anpred.repro.record import ReproRecord, Status
+from anpred.store.repro_record import ReproRecord, Status
 
 
 def _g(value: float | None) -> str:

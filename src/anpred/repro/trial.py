@@ -20,17 +20,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
+from anpred.analysis.oracle import OracleParams
+from anpred.backends.base import ModelJob
 from anpred.execution.schedule import resume_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import REFERENCE64, Participant, parse_participant
+from anpred.pipeline.calibrate import operator_params
+from anpred.pipeline.drill import operator_verdicts  # the drill-down's own judgement
 from anpred.progress import Say, quiet
 from anpred.repro.subgraph import BATCH_INPUT, Batch
 from anpred.settings import ExecutionSettings
 from anpred.store import RunStore
 
 if TYPE_CHECKING:
-    from anpred.analysis.oracle import OracleParams
     from anpred.analysis.verdict import Verdict
 
 
@@ -177,13 +180,6 @@ def run_trial(
         participants: Who runs besides the fp64 reference (default: the population).
         judge: Whether to judge with the oracle (a bisection only reads captures).
     """
-    from anpred.analysis.oracle import OracleParams
-    from anpred.backends.base import ModelJob
-    from anpred.pipeline.calibrate import operator_params
-
-    # the drill-down's own judgement of operator anchors (one input at a time)
-    from anpred.pipeline.drill import _verdicts as drill_verdicts
-
     if root.exists():
         shutil.rmtree(root)
     store = RunStore(root)
@@ -225,5 +221,5 @@ def run_trial(
         keys = [a.key for a in batch.anchors if a.key != "output"]
         params = settings.params or OracleParams(metrics=())
         params = operator_params(params, {a.key: a.group for a in batch.anchors})
-        verdicts = drill_verdicts(root, names, keys, input_ids, params)
+        verdicts = operator_verdicts(root, names, keys, input_ids, params)
     return TrialResult(root, verdicts, failed, input_ids)

@@ -77,6 +77,19 @@ class Anchor:
             "shape": None if self.shape is None else list(self.shape),
         }
 
+#: Keys the analysis adds to a participant's record (kept in :attr:`ParticipantRecord.extra`)
+#: when it compares releases of one library bit for bit (:mod:`anpred.pipeline.identical`),
+#: read by the report (:mod:`anpred.report.identical`).
+#: The participants whose anchors equal this one's bit for bit.
+KEY = "identical_anchors"
+#: How the comparison was made (``captures`` or ``deviations``).
+BY_KEY = "identical_by"
+#: Other release → ``{"anchor": the first anchor that differs, "index": its place in the
+#: anchor order (0: the first), "max_abs_diff": the largest difference there, "stage_ops":
+#: {op type: count} of the stage that ends there, "operator": that node when the stage has
+#: one operator}``.
+DIFFERS_KEY = "release_differs_at"
+
 
 @dataclass(frozen=True)
 class ParticipantRecord:

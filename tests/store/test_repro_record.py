@@ -6,7 +6,7 @@ from pathlib import Path
 
 from anpred.report.drill import drill_section
 from anpred.report.run_summary import RunSummary
-from anpred.repro.record import ReproRecord, Status, load_reproducers, write_index
+from anpred.store.repro_record import ReproRecord, Status, load_reproducers, write_index
 from anpred.store.summary_drill import DrillDown, DrillOp, DrillTarget
 
 
