@@ -31,6 +31,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_conv,
         ops_conv_transpose,
         ops_elementwise,
+        ops_grid,
         ops_index,
         ops_loss,
         ops_math,
