@@ -36,6 +36,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_attention,
         ops_conv_transpose,
         ops_elementwise,
+        ops_grid,
         ops_index,
         ops_math,
         ops_matmul,
@@ -44,6 +45,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_recurrent,
         ops_reduce,
         ops_resize,
+        ops_scatter,
         ops_tensor,
     )
     from anpred.translate.jax.adapter import JaxAdapter
