@@ -30,6 +30,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_blocks,
         ops_conv,
         ops_conv_transpose,
+        ops_detection,
         ops_elementwise,
         ops_grid,
         ops_index,
