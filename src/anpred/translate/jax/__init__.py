@@ -38,6 +38,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_elementwise,
         ops_grid,
         ops_index,
+        ops_loss,
         ops_math,
         ops_matmul,
         ops_nn,
@@ -46,6 +47,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_reduce,
         ops_resize,
         ops_scatter,
+        ops_spatial,
         ops_tensor,
     )
     from anpred.translate.jax.adapter import JaxAdapter
