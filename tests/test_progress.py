@@ -28,3 +28,11 @@ def test_remaining_extrapolates_the_pace_of_what_is_done() -> None:
     assert eta.left() == "about 10 s left"
     eta.step()
     assert eta.left() == ""  # all done
+
+
+def test_to_stderr_says_one_line_on_stderr(capsys) -> None:
+    from anpred.progress import to_stderr
+
+    to_stderr("run: 3 workers")
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "run: 3 workers\n")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
+from anpred.progress import to_stderr
 from anpred.store.repro_record import REPRO_FOLDER, ReproRecord, load_reproducers
 from anpred.store.summary import Anchor, Finding, Localization, ParticipantRecord, Summary
 
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
     import pandas
 
 Progress = Callable[[str], None]
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _silent(_message: str) -> None:
@@ -218,7 +215,7 @@ def run(
     out: str | PathLike[str] | None = None,
     *,
     example_inputs: Any = None,
-    progress: Progress | None = _stderr,
+    progress: Progress | None = to_stderr,
     image: str | PathLike[str] | Sequence[str | PathLike[str]] | None = None,
     synthetic: int = 0,
     granularity: str = "stage",

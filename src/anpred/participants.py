@@ -11,7 +11,6 @@ on that registry, so libraries added by plugins appear in them too.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from anpred.errors import UsageError
 from anpred.library import Library, Precision, get_library, libraries
 from anpred.library.precision import FP32, ideal_reference
 from anpred.library.versions import VERSION_MARK, ensure_version_env, split_spec, version_library
+from anpred.progress import to_stderr
 
 
 class _LibraryView(Mapping[str, Any]):
@@ -199,7 +199,7 @@ def parse_participants(specs: Sequence[str] | str | None) -> list[Participant]:
         raise UsageError(f"participant listed twice in {','.join(names)}")
     for p in participants:
         if p.version:  # a release: its environment, built now the first time
-            ensure_version_env(p.library, p.version, say=_stderr)
+            ensure_version_env(p.library, p.version, say=to_stderr)
         elif not is_available(p.library):
             raise UsageError(
                 f"library '{p.library}' is not installed; "
@@ -235,8 +235,3 @@ def ideal_participants(
     have = {*present, *(p.name for p in participants)}
     names = [ideal_reference(c) for c in classes if c != FP32]
     return [parse_participant(n) for n in names if n not in have]
-
-
-def _stderr(message: str) -> None:
-    """A progress line on stderr (where the CLI says its progress)."""
-    print(message, file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ the drill-down, chunks, an evaluation campaign).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,11 @@ Say = Callable[[str], None]
 
 def quiet(_message: str) -> None:
     """Say nothing: the default where a caller gives no progress callback."""
+
+
+def to_stderr(message: str) -> None:
+    """Say a progress line on stderr, at once (where the CLI says its progress)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def format_duration(seconds: float) -> str:

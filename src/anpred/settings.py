@@ -8,15 +8,17 @@
 
 The CLI (:mod:`anpred.cli.flags`) and the Python API (:func:`anpred.run`) build both from
 the same flags; the pipeline passes the two objects down to the workers instead of a dozen
-parameters. Importing this module imports nothing else of anpred at run time.
+parameters. Importing this module imports nothing else of anpred at run time but
+:mod:`anpred.progress` (standard library only).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
+
+from anpred.progress import to_stderr
 
 if TYPE_CHECKING:
     from anpred.execution.executor import Executor
@@ -134,10 +136,6 @@ _LATER_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 @dataclass(frozen=True)
 class ExecutionSettings:
     """How a run executes; nothing here changes its numbers.
@@ -182,7 +180,7 @@ class ExecutionSettings:
     calibration: str | None = None
     keep_captures: str = KEEP_NEEDED
     chunk: int = DEFAULT_CHUNK
-    say: Say = _stderr
+    say: Say = to_stderr
     env: Mapping[str, str] = field(default_factory=dict)
 
     @property

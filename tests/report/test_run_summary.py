@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from anpred.report.run_summary import ParticipantRecord, RunSummary, as_float
+from anpred.report.run_summary import ParticipantView, RunSummary, as_float
 
 
 @pytest.mark.parametrize(("value", "expected"), [(1, 1.0), (2.5e-7, 2.5e-7), (None, None),
@@ -16,11 +16,11 @@ def test_as_float(value: Any, expected: float | None) -> None:
 
 
 def test_participant_record_reads_worker_fields_or_status_detail(sample: dict[str, Any]) -> None:
-    openvino = ParticipantRecord.from_summary(sample["participants"][2])
+    openvino = ParticipantView.from_summary(sample["participants"][2])
     assert openvino.library == "openvino" and openvino.status == "ok"
     assert openvino.version.startswith("2026.4.1-") and openvino.short_version == "2026.4.1"
     assert openvino.settings["threads"] == 1 and not openvino.failed
-    worker = ParticipantRecord.from_summary({
+    worker = ParticipantView.from_summary({
         "participant": "tensorflow[xla]", "library": "tensorflow", "status": "timeout",
         "step": "execute", "message": "", "version": "2.21.0", "settings": {"jit": True},
         "status_detail": {"version": "other"}})

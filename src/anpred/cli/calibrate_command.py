@@ -9,18 +9,14 @@ the calibration learnt from it goes to the anpred cache, where ``anpred run`` an
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from anpred.errors import UsageError
+from anpred.progress import to_stderr
 
 DEFAULT_INPUTS = 4
 """Calibration inputs by default (``CALIBRATION_SYNTHETIC``: 24 ratios per anchor with six
 participants)."""
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 #: ``anpred run`` flags that do not apply: the calibration draws its own inputs, always runs
@@ -53,12 +49,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     options = run_options(args)
     out = Path(args.out or f"runs/{Path(args.model).stem}-calibration")
     with executor_of(args) as executor:
-        settings = execution_settings(args, executor=executor, say=_say)
+        settings = execution_settings(args, executor=executor, say=to_stderr)
         calibration, path = calibrate_model(options, n_inputs, out, settings)
     wanted = set(fp32_participants(parse_participants(list(options.libs))))
     missing = sorted(wanted - set(calibration.participants))
     if missing:
-        _say(
+        to_stderr(
             f"note: {', '.join(missing)} did not finish the calibration run; the calibration "
             "applies to runs without them"
         )

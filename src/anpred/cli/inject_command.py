@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anpred.errors import UsageError
+from anpred.progress import to_stderr
 
 if TYPE_CHECKING:
     from anpred.settings import RunOptions
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _severity(text: str) -> int | float:
@@ -52,7 +48,7 @@ def _export_here(args: argparse.Namespace) -> tuple[Any, Any]:
 
     with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
         # a user's ONNX file is exported into the temporary directory: read it before it goes
-        export = export_model(_options(args, None), Path(tmp), _say, args.export_timeout)
+        export = export_model(_options(args, None), Path(tmp), to_stderr, args.export_timeout)
         graph = onnx.load(str(export.anchored_path))
     return export, graph
 
@@ -131,7 +127,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     default_out = f"runs/{Path(args.model).stem}-{base.name}-{spec.kind}-{spec.stage}{only_part}"
     out = Path(args.out or default_out)
     check_out_dir(out, options)
-    export = export_model(options, out, _say, args.export_timeout)
+    export = export_model(options, out, to_stderr, args.export_timeout)
     nodes = resolve_targets(onnx.load(str(export.anchored_path)), stage_anchors(export), spec)
     planned = PlannedFault(spec, tuple(nodes))
     what = (
@@ -140,11 +136,11 @@ def cmd_inject(args: argparse.Namespace) -> int:
         else f"{len(nodes)} {spec.op if spec.op != '*' else 'node'}(s)"
     )
     only = "" if spec.partial is None else f", only {spec.partial}"
-    _say(
+    to_stderr(
         f"inject {spec.kind} (severity {spec.severity}{only}) into {base.name}: {what} of "
         f"stage {spec.stage} → participant {name}"
     )
-    outcome = run(options, out, execution_settings(args, say=_say))
+    outcome = run(options, out, execution_settings(args, say=to_stderr))
     store = RunStore(out)
     workers = store.read_participants()
     if name not in workers:

@@ -11,14 +11,10 @@ folder and ``repro.json`` say why); 2 usage or input error.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from anpred.errors import UsageError
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+from anpred.progress import to_stderr
 
 
 def _g(value: float | None) -> str:
@@ -72,7 +68,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from anpred.repro import make_reproducers
 
     run_dir, options = _options(args, args.bisect)
-    records = make_reproducers(run_dir, options, _say)  # type: ignore[arg-type]
+    records = make_reproducers(run_dir, options, to_stderr)  # type: ignore[arg-type]
     out = options.out or run_dir / "repro"  # type: ignore[attr-defined]
     return _print([replace(r, folder=str(out / r.folder)) for r in records])
 
@@ -86,7 +82,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if not args.finding:
         raise UsageError("bisect needs --finding PARTICIPANT@ANCHOR")
     run_dir, options = _options(args, True)
-    records = make_reproducers(run_dir, options, _say)  # type: ignore[arg-type]
+    records = make_reproducers(run_dir, options, to_stderr)  # type: ignore[arg-type]
     out = options.out or run_dir / "repro"  # type: ignore[attr-defined]
     return _print([replace(r, folder=str(out / r.folder)) for r in records])
 

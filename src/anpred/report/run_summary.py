@@ -69,8 +69,12 @@ def short_baseline_name(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class ParticipantRecord:
-    """What the summary says about one participant's worker.
+class ParticipantView:
+    """What the summary says about one participant's worker, as the renderers show it.
+
+    Not :class:`anpred.store.summary_records.ParticipantRecord` (the typed record): a view
+    of JSON that may be partial or foreign, so its ``status`` is any text (``unknown`` for
+    a participant known only from the analysis), which the store's ``Status`` cannot hold.
 
     Attributes:
         name: Participant name (``library[config]``).
@@ -105,7 +109,7 @@ class ParticipantRecord:
         return self.version.split("-")[0] if len(self.version) > 16 else self.version
 
     @classmethod
-    def from_summary(cls, record: Mapping[str, Any]) -> ParticipantRecord:
+    def from_summary(cls, record: Mapping[str, Any]) -> ParticipantView:
         """Build from one entry of ``summary["participants"]`` (top level, then status_detail)."""
         detail = as_dict(record.get("status_detail"))
 
@@ -205,14 +209,14 @@ class RunSummary:
         return []
 
     @property
-    def participants(self) -> list[ParticipantRecord]:
+    def participants(self) -> list[ParticipantView]:
         """Participant records, plus participants known only from the analysis."""
-        records = [ParticipantRecord.from_summary(as_dict(r))
+        records = [ParticipantView.from_summary(as_dict(r))
                    for r in as_list(self.raw.get("participants")) if isinstance(r, Mapping)]
         known = {r.name for r in records}
         for name in self.judged:
             if name not in known:
-                records.append(ParticipantRecord(name, name.partition("[")[0], "unknown"))
+                records.append(ParticipantView(name, name.partition("[")[0], "unknown"))
                 known.add(name)
         return records
 
@@ -226,7 +230,7 @@ class RunSummary:
         return list(names)
 
     @property
-    def failed(self) -> list[ParticipantRecord]:
+    def failed(self) -> list[ParticipantView]:
         """Participants whose worker crashed, timed out or raised."""
         return [p for p in self.participants if p.failed]
 

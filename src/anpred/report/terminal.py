@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from anpred.report.drill import terminal_lines
 from anpred.report.identical import identical_notes
 from anpred.report.run_summary import (
-    ParticipantRecord,
+    ParticipantView,
     RunSummary,
     input_list,
     noise_rule_line,
@@ -60,7 +60,7 @@ def _format_value(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
 
-def _observer(record: ParticipantRecord) -> str:
+def _observer(record: ParticipantView) -> str:
     obs = record.observer
     if not obs or not obs.get("inputs"):
         return "-"
@@ -70,7 +70,7 @@ def _observer(record: ParticipantRecord) -> str:
     return f"max diff {diff:.2g}" if isinstance(diff, int | float) else "differs"
 
 
-def _status(record: ParticipantRecord) -> str:
+def _status(record: ParticipantView) -> str:
     if record.failed and record.step and record.step != "done":
         return f"{record.status} ({record.step})"
     return record.status
