@@ -55,6 +55,18 @@ NODE_TESTS = (
     "test_scan_sum",
     "test_affine_grid_2d_expanded",  # If inside AffineGrid's function body
     "test_linear_attention_gated_delta_expanded",  # Scan inside LinearAttention's body
+    "test_linear_attention_gated_delta_gqa",
+    "test_linear_attention_prefill_with_past",
+    "test_rnn_seq_length",
+    "test_simple_rnn_bidirectional",
+    "test_nonmaxsuppression_center_point_box_format",
+    "test_nonmaxsuppression_two_classes",
+    "test_nonmaxsuppression_iou_threshold_boundary",
+    "test_mvn",
+    "test_batchnorm_epsilon_training_mode",
+    "test_det_nd",
+    "test_bitcast_int32_to_float32",
+    "test_qlinearmatmul_3D_int8_float32",
 )
 
 

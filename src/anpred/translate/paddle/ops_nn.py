@@ -17,6 +17,7 @@ import paddle
 import paddle.nn.functional as F
 
 from anpred.errors import UsageError
+from anpred.translate.paddle.ops_norm import batch_norm_training
 from anpred.translate.registry import NodeCall, register
 
 Tensor = Any
@@ -322,10 +323,12 @@ def global_max_pool(call: NodeCall, x: Tensor) -> Tensor:
 @register("paddle", "BatchNormalization")
 def batch_normalization(
     call: NodeCall, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor
-) -> Tensor:
-    """ONNX BatchNormalization at inference (running statistics, ``epsilon``)."""
+) -> Tensor | list[Tensor]:
+    """ONNX BatchNormalization at inference (running statistics, ``epsilon``); with
+    ``training_mode=1`` :func:`~anpred.translate.paddle.ops_norm.batch_norm_training`.
+    """
     if call.attr("training_mode", 0):
-        raise UsageError(f"node {call.name}: BatchNormalization training_mode is not translated")
+        return batch_norm_training(call, x, scale, bias, mean, var)
     return F.batch_norm(
         x,
         mean,
