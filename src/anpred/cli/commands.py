@@ -234,6 +234,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             executor=executor,
             keep_captures=args.keep_captures,
             results=Path(args.results) if args.results else None,
+            fault_workers=args.fault_workers,
         )
     path = ResultsFolder(Path(args.results) if args.results else out).write_tables(
         [r.model for r in results]
@@ -363,6 +364,13 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         action="store_true",
         help="judge finished fault and configuration runs again from their captures "
         "(after an oracle change; nothing is re-executed)",
+    )
+    evaluation.add_argument(
+        "--fault-workers",
+        choices=("served", "fresh"),
+        default="served",
+        help="served (default): one process per faulty library runs the fault runs in turn, "
+        "imports paid once; fresh: one worker process per fault run",
     )
     add_keep_flag(evaluation)
     add_ray_flag(evaluation)

@@ -1,336 +1,52 @@
 """Run an evaluation grid: one clean run per model, then one faulty participant per fault.
 
 Clean participants are deterministic, so a fault's run reuses the clean run's captures
-(linked, not copied) and executes only the faulty participant — one worker per fault
-instead of a whole ``anpred run``. The fault's directory is a complete run directory
-(``anpred report`` renders it); its analysis is the same ``analyse`` every run gets, run as
-a Ray task when the campaign runs on Ray (:func:`analyse_run`).
+(linked, not copied) and executes only the faulty participant instead of a whole
+``anpred run`` (:mod:`anpred.evaluation.fault_runs`). Each model also gets a calibration
+run, a study of real configurations and a sweep of input sizes, as the grid asks; every
+run is recorded in the results folder as it ends (:mod:`anpred.evaluation.results`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
-from typing import Any
 
-import onnx
-
-from anpred import fork_server
 from anpred.errors import AnpredError
-from anpred.evaluation.grid import EvalGrid, fp32_configurations, sample_nodes
-from anpred.evaluation.results import ModelResult, ResultsFolder, fault_key, model_settings
-from anpred.evaluation.scoring import fault_outcome, fault_row
-from anpred.execution.executor import Executor, LocalExecutor
-from anpred.inject.participants import EXTRA_KEY, faulty_participant
-from anpred.inject.plan import plan_fault, stage_anchors
-from anpred.inject.spec import FaultSpec
-from anpred.inject.stages import resolve_targets
-from anpred.interchange.export import AnchoredExport
-from anpred.participants import (
-    REFERENCE32,
-    REFERENCE64,
-    Participant,
-    ideal_participants,
-    parse_participant,
-    parse_participants,
+from anpred.evaluation.fault_runs import (
+    SERVED,
+    analyse_run,
+    derive_run,
+    fault_list,
+    fault_name,
+    run_configurations,
+    run_fault,
+    run_faults,
 )
-from anpred.pipeline.analyse import analyse
+from anpred.evaluation.grid import EvalGrid, fp32_configurations
+from anpred.evaluation.results import ModelResult, ResultsFolder, fault_key, model_settings
+from anpred.execution.executor import Executor
+from anpred.inject.spec import FaultSpec
+from anpred.participants import REFERENCE32
 from anpred.pipeline.calibrate import attach, calibrate_run
 from anpred.pipeline.calibration_cache import cache_calibration_run
-from anpred.pipeline.collect_pool import warm_fork_server
-from anpred.pipeline.early_pass import EarlyPass, for_run
-from anpred.pipeline.options import RunOptions
 from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
-from anpred.pipeline.run import model_job, resume_workers, run
-from anpred.pipeline.transforms import plan_transforms
-from anpred.progress import Remaining, Say
-from anpred.store import EvalStore, RunStore, safe_name
+from anpred.pipeline.run import run
+from anpred.progress import Say
+from anpred.settings import RunOptions
+from anpred.store import EvalStore, RunStore
 from anpred.store.summary import Summary
 
-__all__ = ["ModelResult", "evaluate"]
-
-
-def analyse_run(
-    run_dir: Path,
-    executor: Executor | None,
-    processes: int = 1,
-    early: EarlyPass | None = None,
-) -> Summary:
-    """Analyse a run directory: on the Ray cluster of a Ray ``executor`` (a task on any
-    node, results brought back into ``run_dir``), else here, in up to ``processes``
-    processes, taking over what ``early`` began. Same result.
-    """
-    from anpred.execution.ray_executor import RayExecutor  # imports no Ray by itself
-
-    if isinstance(executor, RayExecutor):
-        return executor.analyse(run_dir, analyse)
-    return analyse(run_dir, processes=processes, early=early)
-
-
-def derive_run(
-    base: Path,
-    out: Path,
-    model: str,
-    add: list[Participant],
-    drop: str | None,
-    options: dict[str, Any],
-    threads: int,
-    parallel: int = 1,
-    reanalyse: bool = False,
-    say: Say | None = None,
-    executor: Executor | None = None,
-) -> Summary:
-    """A run directory made from the clean run ``base`` plus participants ``add``.
-
-    The clean run's participants (but ``drop``) are linked, not re-run: they are
-    deterministic. Only ``add`` runs (on ``executor``; default: local processes), then the
-    whole directory is analysed as any run. Resumable: a finished directory is read back
-    (``reanalyse``: judged again from its captures, e.g. after changing the oracle).
-    """
-    done = RunStore(out)
-    if done.has_summary():
-        done.check_format()
-        if not reanalyse:
-            return Summary.from_dict(done.read_summary())
-        calibration = RunStore.open(base).read_calibration()
-        if calibration is not None:  # judged with the clean run's thresholds, as new runs are
-            done.write_calibration(calibration)
-        summary = analyse_run(out, executor)
-        done.write_summary(summary.to_dict())
-        return summary
-    base_store = RunStore.open(base)
-    export = AnchoredExport.from_dict(base_store.read_export())
-    workers = base_store.read_participants()
-    store = RunStore.derive(out, base_store, [n for n in workers if n != drop], options)
-    job = model_job(
-        export,
-        model,
-        options.get("weights"),
-        options.get("seed", 0),
-        store.inputs_path,
-        plan_transforms(options.get("extra") or {}, export, out),
-    )
-    input_ids = base_store.read_input_ids()
-    merged = {k: v for k, v in workers.items() if k != drop}
-    names = [n for n in {**merged, **{p.name: None for p in add}} if n != REFERENCE64]
-    local = executor is None or isinstance(executor, LocalExecutor)
-    # locally, the run's inputs are analysed as the added participants finish them, in the
-    # slots they leave free (the clean participants ran already), from a fork server
-    # started beside them
-    early = for_run(out, names, input_ids, parallel, isolation=True) if local else None
-    try:
-        results = resume_workers(
-            out,
-            add,
-            job,
-            input_ids,
-            say or (lambda _m: None),
-            threads,
-            parallel,
-            store.participant(REFERENCE64).folder,
-            executor=executor,
-            when_idle=partial(warm_fork_server, out, names, REFERENCE64, input_ids, parallel)
-            if local
-            else None,
-            on_tail=early.tick if early is not None else None,
-        )
-        merged.update({name: result.to_dict() for name, result in results.items()})
-        store.write_participants(merged)
-        summary = analyse_run(out, executor, parallel, early)
-    finally:
-        if early is not None:
-            early.close()
-        fork_server.stop()  # kept from the workers' tail for the analysis
-    store.write_summary(summary.to_dict())
-    return summary
-
-
-def run_fault(
-    base: Path,
-    fault_dir: Path,
-    model: str,
-    library: str,
-    spec: FaultSpec,
-    clean: Summary,
-    say: Say,
-    threads: int,
-    reanalyse: bool = False,
-    executor: Executor | None = None,
-    parallel: int = 1,
-    skipped: Callable[[str], None] | None = None,
-) -> dict[str, Any] | None:
-    """Run one faulty participant against the clean run ``base``; return its row
-    (``parallel``: processes of its analysis, beside the faulty worker and after it;
-    ``None``, said and given to ``skipped``, when the fault matches no node of its stage).
-    """
-    base_store = RunStore.open(base)
-    export = AnchoredExport.from_dict(base_store.read_export())
-    faulty = faulty_participant(parse_participant(library), spec)
-    if not RunStore(fault_dir).has_summary():
-        try:
-            plan_fault(spec, export)
-        except AnpredError as err:
-            say(f"  skip {faulty.name}: {err}")
-            if skipped is not None:
-                skipped(str(err))
-            return None
-    options = base_store.read_settings()
-    options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
-    summary = derive_run(
-        base,
-        fault_dir,
-        model,
-        [faulty],
-        parse_participant(library).name,
-        options,
-        threads,
-        parallel,
-        reanalyse=reanalyse,
-        executor=executor,
-    )
-    return fault_row(summary, clean, model, library, faulty.name, spec)
-
-
-def fault_name(lib: str, spec: FaultSpec) -> str:
-    """The run directory name of one fault run."""
-    return safe_name(
-        f"{lib}!{spec.label}-s{spec.severity}-{spec.op.replace('*', 'all')}"
-        + (f"-{spec.node}" if spec.node else "")
-    )
-
-
-def fault_list(
-    grid: EvalGrid, model: str, base: Path, stages: Sequence[str]
-) -> list[tuple[str, FaultSpec]]:
-    """Every (faulty participant, fault) of one model, in campaign order: per participant,
-    axis, severity and stage; an axis with ``nodes`` gives one single-node fault per drawn
-    node (:func:`~anpred.evaluation.grid.sample_nodes`).
-    """
-    anchored = None
-    faults = []
-    for lib in grid.faulty:
-        for axis in grid.faults:
-            for severity in axis.severities:
-                for stage in stages:
-                    spec = {"stage": stage, "op": axis.op, "kind": axis.kind, "severity": severity}
-                    if axis.partial is not None:
-                        spec["partial"] = axis.partial
-                    if not axis.nodes:
-                        faults.append((lib, FaultSpec.from_dict(spec)))
-                        continue
-                    if anchored is None:
-                        anchored = _anchored(base)
-                    for node in _nodes(anchored, FaultSpec.from_dict(spec), model, axis.nodes):
-                        faults.append((lib, FaultSpec.from_dict({**spec, "node": node})))
-    return faults
-
-
-def _anchored(base: Path) -> tuple[Any, Any]:
-    """The clean run's anchored ONNX model and its stage anchors."""
-    export = AnchoredExport.from_dict(RunStore.open(base).read_export())
-    return onnx.load(str(export.anchored_path)), stage_anchors(export)
-
-
-def _nodes(anchored: tuple[Any, Any], spec: FaultSpec, model: str, k: int) -> list[str]:
-    try:
-        targets = resolve_targets(anchored[0], anchored[1], spec)
-    except AnpredError:
-        return []  # the kind matches no node of this stage: nothing to draw
-    return sample_nodes(targets, k, f"{model}|{spec.stage}|{spec.kind}|{spec.op}")
-
-
-def run_configurations(
-    base: Path,
-    out: Path,
-    model: str,
-    configurations: Sequence[str],
-    threads: int,
-    parallel: int,
-    reanalyse: bool = False,
-    say: Say | None = None,
-    executor: Executor | None = None,
-) -> Summary:
-    """The real-configuration study of one model: its clean run plus ``configurations``."""
-    options = RunStore.open(base).read_settings()
-    options["libs"] = [*options["libs"], *configurations]
-    participants = parse_participants(list(configurations))
-    # the ideal references of the configurations' precision classes (library/precision.py)
-    participants += ideal_participants(participants, list(RunStore.open(base).read_participants()))
-    return derive_run(
-        base, out, model, participants, None, options, threads, parallel, reanalyse, say, executor
-    )
-
-
-def run_faults(
-    base: Path,
-    folders: EvalStore,
-    model: str,
-    faults: Sequence[tuple[str, FaultSpec]],
-    clean: Summary,
-    say: Say,
-    threads: int,
-    parallel: int,
-    reanalyse: bool = False,
-    executor: Executor | None = None,
-    kept: ResultsFolder | None = None,
-    skip: Callable[[str, FaultSpec], bool] | None = None,
-) -> list[dict[str, Any]]:
-    """Every fault run of one model (``(library, fault)`` pairs); their rows, in order.
-
-    Locally they run one by one; with a distributed ``executor``, up to ``parallel`` at once.
-    Each row (or skip) is recorded in ``kept`` as its run ends; the faults ``skip`` names
-    (recorded earlier) are not run (numbered among all the same).
-    """
-
-    def one(index: int, lib: str, spec: FaultSpec) -> dict[str, Any] | None:
-        name = fault_name(lib, spec)
-        say(
-            f"== {model}: fault {index}/{len(faults)}: {lib} {spec.label} "
-            f"op={spec.op} severity={spec.severity}"
-        )
-        start = time.monotonic()
-        reasons: list[str] = []
-        row = run_fault(
-            base,
-            folders.fault_run(model, name),
-            model,
-            lib,
-            spec,
-            clean,
-            say,
-            threads,
-            reanalyse,
-            executor,
-            parallel if local else 1,  # distributed: the fault runs share the slots
-            reasons.append,
-        )
-        if kept is not None and (row is not None or reasons):
-            kept.add(model, fault_key(lib, spec), row, reasons[0] if reasons else "")
-        remaining.step()
-        if row is not None:
-            seconds = time.monotonic() - start
-            left = remaining.left()
-            say(f"   fault {index}/{len(faults)}: {fault_outcome(row)} ({seconds:.0f} s"
-                + (f"; {left})" if left else ")"))  # fmt: skip
-        return row
-
-    local = executor is None or isinstance(executor, LocalExecutor)
-    todo = [
-        (i, lib, spec)
-        for i, (lib, spec) in enumerate(faults, 1)
-        if lib != REFERENCE32 and (skip is None or not skip(lib, spec))
-    ]
-    remaining = Remaining(len(todo))
-    if local:
-        rows = [one(*item) for item in todo]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max(1, parallel), thread_name_prefix="anpred-fault") as pool:
-            rows = list(pool.map(lambda item: one(*item), todo))
-    return [row for row in rows if row is not None]
+__all__ = [
+    "ModelResult",
+    "analyse_run",
+    "derive_run",
+    "evaluate",
+    "fault_list",
+    "fault_name",
+    "run_configurations",
+    "run_fault",
+    "run_faults",
+]
 
 
 def calibrate_clean_run(
@@ -382,6 +98,7 @@ def evaluate(
     executor: Executor | None = None,
     keep_captures: str = KEEP_NEEDED,
     results: Path | None = None,
+    fault_workers: str = SERVED,
 ) -> list[ModelResult]:
     """Run the whole grid (resumable: finished runs are reused, and judged again from
     their captures with ``reanalyse``; the clean runs are judged again when anything of
@@ -398,7 +115,9 @@ def evaluate(
 
     With a distributed ``executor`` (Ray), up to ``parallel`` fault runs are in flight at
     once (each one worker job, then its analysis, both Ray tasks the cluster schedules);
-    locally they run one by one.
+    locally they run one by one, their faulty workers served by one process per library
+    (``fault_workers``; ``fresh``: one worker process per fault run,
+    :mod:`anpred.evaluation.fault_runs`).
     """
     done = []
     folders = EvalStore(out)
@@ -420,7 +139,7 @@ def evaluate(
         if result is None:
             result = _run_model(
                 grid, model, folders, kept, say, threads, parallel, reanalyse or stale,
-                executor, keep_captures,
+                executor, keep_captures, fault_workers,
             )  # fmt: skip
         done.append(result)
         kept.write_tables(grid.models)
@@ -491,6 +210,7 @@ def _run_model(
     reanalyse: bool,
     executor: Executor | None,
     keep_captures: str,
+    fault_workers: str = SERVED,
 ) -> ModelResult:
     """Run what the results folder lacks of one model, recording each run as it ends."""
     say(f"== {model}: clean run")
@@ -527,7 +247,7 @@ def _run_model(
             f"{len(todo)} to run")  # fmt: skip
     run_faults(
         base, folders, model, faults, clean, say, threads, parallel, reanalyse, executor, kept,
-        recorded,
+        recorded, fault_workers,
     )  # fmt: skip
     result.rows = [r for k in keys if (r := kept.row(model, k))]
     kept.order(model, keys)

@@ -99,9 +99,17 @@ def _nonfinite(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 class Worker:
-    """Executes one job file."""
+    """Executes one job file.
 
-    def __init__(self, job_path: Path) -> None:
+    Args:
+        job_path: The job file.
+        cpu_start: This process's CPU seconds when the job began (its ``cpu`` timing
+            counts from there: 0 for a process started for it, the served process's
+            CPU so far for a served one, :mod:`anpred.execution.served`).
+    """
+
+    def __init__(self, job_path: Path, cpu_start: float = 0.0) -> None:
+        self.cpu_start = cpu_start
         self.job = WorkerJob.from_dict(ParticipantStore.load_job(job_path))
         self.store = ParticipantStore(self.job.out).create()
         self.out = self.store.folder
@@ -223,7 +231,7 @@ class Worker:
             timings={
                 **self.status["timings"],
                 **runner.timings,
-                "cpu": round(time.process_time(), 2),
+                "cpu": round(time.process_time() - self.cpu_start, 2),
                 "reference_wait": round(self.waited, 2),
             },
             settings=runner.describe_settings(),
