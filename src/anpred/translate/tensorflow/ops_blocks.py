@@ -1,4 +1,4 @@
-"""Block rearrangements and p-norm pooling: SpaceToDepth, DepthToSpace and LpPool.
+"""Block rearrangements: SpaceToDepth, DepthToSpace, LpPool, Col2Im and CenterCropPad.
 
 SpaceToDepth and DepthToSpace in ONNX's default DCR mode are ``tf.nn.space_to_depth`` /
 ``tf.nn.depth_to_space`` on the NHWC tensor (same channel order); CRD mode is composed of
@@ -10,6 +10,11 @@ at stride 1 then subsampled, since TensorFlow's convolutions refuse strides with
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, onnx_op, spatial_result
 from anpred.translate.tensorflow.lean_import import tf
@@ -74,3 +79,68 @@ def lp_pool(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
     out_sizes = total.shape.as_list()[1:-1]
     y = tf.reshape(total, [-1, shape[1], *out_sizes])
     return _root(y, p)
+
+
+def _static_ints(call: NodeCall, index: int, what: str) -> list[int]:
+    value = call.const(index)
+    if value is None:
+        raise AnpredError(f"tensorflow {call.op_type}: {what} must be static (node {call.name})")
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+@onnx_op("Col2Im", since=18)
+def col2im(
+    call: NodeCall, x: tf.Tensor, image_shape: tf.Tensor, block_shape: tf.Tensor
+) -> tf.Tensor:
+    """ONNX Col2Im, composed: each column entry is added to its image position with
+    ``tf.math.unsorted_segment_sum`` (positions from the static geometry; entries that fall
+    in the padding are dropped).
+    """
+    image = _static_ints(call, 1, "image_shape")
+    block = _static_ints(call, 2, "block_shape")
+    nd = len(image)
+    pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
+    dilations = [int(d) for d in call.attr("dilations", [1] * nd)]
+    strides = [int(s) for s in call.attr("strides", [1] * nd)]
+    counts = [
+        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
+        for i in range(nd)
+    ]
+    offsets = np.meshgrid(*[np.arange(k) for k in block], indexing="ij")
+    starts = np.meshgrid(*[np.arange(n) for n in counts], indexing="ij")
+    flat = np.zeros((), np.int64)
+    valid = np.ones((), bool)
+    for i in range(nd):  # (kernel offsets, blocks) -> image position along axis i
+        pos = starts[i].reshape(1, -1) * strides[i] + offsets[i].reshape(-1, 1) * dilations[i]
+        pos = pos - pads[i]
+        valid = valid & (pos >= 0) & (pos < image[i])
+        flat = flat * image[i] + np.clip(pos, 0, image[i] - 1)
+    keep = np.flatnonzero(valid.reshape(-1))
+    channels = int(x.shape[1]) // math.prod(block)
+    columns = tf.reshape(x, [-1, channels, flat.size])  # (N, C, kernel offsets * blocks)
+    picked = tf.transpose(tf.gather(columns, keep, axis=2), [2, 0, 1])
+    summed = tf.math.unsorted_segment_sum(picked, flat.reshape(-1)[keep], math.prod(image))
+    return tf.reshape(tf.transpose(summed, [1, 2, 0]), [-1, channels, *image])
+
+
+@onnx_op("CenterCropPad", since=18)
+def center_crop_pad(call: NodeCall, x: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
+    """ONNX CenterCropPad: crop (``tf.slice``) and zero-pad (``tf.pad``) each of ``axes``
+    (default all) to ``shape`` (static or run-time); a crop starts at
+    ``(size - target) // 2``, a pad puts ``(target - size) // 2`` before.
+    """
+    rank = x.shape.rank
+    axes = [int(a) % rank for a in call.attr("axes", range(rank))]
+    target = tf.cast(tf.reshape(shape, [-1]), tf.int64)
+    sizes = tf.shape(x, out_type=tf.int64)
+    begin = [tf.constant(0, tf.int64)] * rank
+    length = [tf.constant(-1, tf.int64)] * rank
+    pads = [tf.zeros([2], tf.int64)] * rank
+    for i, axis in enumerate(axes):
+        size, want = sizes[axis], target[i]
+        begin[axis] = tf.maximum((size - want) // 2, 0)
+        length[axis] = tf.minimum(want, size)
+        extra = tf.maximum(want - size, 0)
+        pads[axis] = tf.stack([extra // 2, extra - extra // 2])
+    cropped = tf.slice(x, tf.stack(begin), tf.stack(length))
+    return tf.pad(cropped, tf.stack(pads))

@@ -89,6 +89,8 @@ def slice_(
 ) -> TFValue:
     """Strided slice with ONNX's clamping (negative and huge bounds, negative steps)."""
     if call.opset >= 10:
+        if call.const(1) is None or call.const(2) is None:
+            return _dynamic_slice(call, x, starts_input, ends_input, axes_input, steps_input)
         starts = _static(call, 1, "starts")
         ends = _static(call, 2, "ends")
         axes = _static(call, 3, "axes") if axes_input is not None else None
@@ -108,6 +110,43 @@ def slice_(
             raise AnpredError(f"tensorflow Slice: needs static sizes (node {call.name})")
         index[_tensor_axis(x, axis)] = _bounds(start, end, step, int(shape[axis]))
     return TFValue(x.tensor[tuple(index)], x.layout)
+
+
+def _dynamic_slice(
+    call: NodeCall,
+    x: TFValue,
+    starts_input: TFValue | None,
+    ends_input: TFValue | None,
+    axes_input: TFValue | None,
+    steps_input: TFValue | None,
+) -> TFValue:
+    """Slice with run-time starts and ends (static axes and positive static steps):
+    ``tf.strided_slice`` of the ONNX-layout tensor, bounds clamped with ``tf.clip_by_value``.
+    """
+    axes = _static(call, 3, "axes") if axes_input is not None else None
+    steps = _static(call, 4, "steps") if steps_input is not None else None
+    count = int(starts_input.tensor.shape[0])  # type: ignore[union-attr]
+    axes = list(range(count)) if axes is None else axes
+    steps = [1] * count if steps is None else steps
+    if any(step <= 0 for step in steps):
+        raise AnpredError(
+            f"tensorflow Slice: run-time starts/ends need positive static steps (node {call.name})"
+        )
+    t = x.nchw()
+    dims = tf.shape(t, out_type=tf.int64)
+    begin = [tf.constant(0, tf.int64)] * x.rank
+    end = [dims[a] for a in range(x.rank)]
+    stride = [1] * x.rank
+    starts = tf.cast(starts_input.tensor, tf.int64)  # type: ignore[union-attr]
+    ends = tf.cast(ends_input.tensor, tf.int64)  # type: ignore[union-attr]
+    for i, (axis, step) in enumerate(zip(axes, steps, strict=True)):
+        axis = normalize_axis(axis, x.rank)
+        dim = dims[axis]
+        first, last = starts[i], ends[i]
+        first = tf.clip_by_value(tf.where(first < 0, first + dim, first), 0, dim)
+        last = tf.clip_by_value(tf.where(last < 0, last + dim, last), 0, dim)
+        begin[axis], end[axis], stride[axis] = first, last, step
+    return TFValue(tf.strided_slice(t, tf.stack(begin), tf.stack(end), stride), NCHW)
 
 
 @onnx_op("Gather")
@@ -139,6 +178,8 @@ def pad(
     if mode not in _PAD_MODES:
         raise AnpredError(f"tensorflow Pad: mode {mode!r} is not translated (node {call.name})")
     rank = x.rank
+    if call.opset >= 11 and call.const(1) is None and mode == "constant":
+        return _dynamic_pad(call, x, pads, value, axes)
     if call.opset >= 11:
         amounts = _static(call, 1, "pads")
         pad_axes = _static(call, 3, "axes") if axes is not None else list(range(rank))
@@ -161,3 +202,18 @@ def pad(
     else:
         t = tf.pad(t, grow, mode=_PAD_MODES[mode])
     return TFValue(t, x.layout)
+
+
+def _dynamic_pad(
+    call: NodeCall, x: TFValue, pads: TFValue | None, value: TFValue | None, axes: TFValue | None
+) -> TFValue:
+    """Constant Pad by run-time (non-negative) amounts on the ONNX-layout tensor (static axes)."""
+    rank = x.rank
+    pad_axes = _static(call, 3, "axes") if axes is not None else list(range(rank))
+    amounts = tf.cast(tf.reshape(pads.tensor, [2, -1]), tf.int64)  # type: ignore[union-attr]
+    zero = tf.zeros([2], tf.int64)
+    rows = [zero] * rank
+    for i, axis in enumerate(pad_axes):
+        rows[normalize_axis(axis, rank)] = amounts[:, i]
+    fill = 0 if value is None else tf.cast(tf.reshape(value.tensor, []), x.dtype)
+    return TFValue(tf.pad(x.nchw(), tf.stack(rows), constant_values=fill), NCHW)
