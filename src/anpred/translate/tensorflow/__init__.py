@@ -44,6 +44,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_resize,
         ops_scatter,
         ops_shape,
+        ops_state,
         ops_transformer,
     )
     from anpred.translate.tensorflow.adapter import TensorFlowAdapter
