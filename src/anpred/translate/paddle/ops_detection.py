@@ -1,11 +1,13 @@
-"""Detection paddle translators: NonMaxSuppression on ``paddle.vision.ops.nms``."""
+"""Detection paddle translators on ``paddle.vision.ops``: NonMaxSuppression, DeformConv."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 import paddle
+import paddle.nn.functional as F
 
 from anpred.translate.paddle.static_values import static_value
 from anpred.translate.registry import NodeCall, register
@@ -66,3 +68,38 @@ def non_max_suppression(
             for box in candidates[kept.numpy()][:limit].tolist():
                 rows.append([b, c, box])
     return paddle.to_tensor(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
+
+
+@register("paddle", "DeformConv")
+def deform_conv(
+    call: NodeCall, x: Tensor, w: Tensor, offset: Tensor, b: Tensor = None, mask: Tensor = None
+) -> Tensor:
+    """ONNX DeformConv (2-D): ``paddle.vision.ops.deform_conv2d`` (``offset_group`` is its
+    ``deformable_groups``); asymmetric pads are applied first with ``F.pad``. Where paddle
+    refuses the offset groups (output channels not divisible by them), one call per
+    offset group on its input channels, summed.
+    """
+    pads = [int(p) for p in call.attr("pads", [0, 0, 0, 0])]
+    if pads[:2] != pads[2:]:
+        x = F.pad(x, [0, 0, 0, 0, pads[0], pads[2], pads[1], pads[3]], value=0.0)
+        pads = [0, 0, 0, 0]
+    kwargs = {
+        "stride": list(call.attr("strides", [1, 1])),
+        "padding": pads[:2],
+        "dilation": list(call.attr("dilations", [1, 1])),
+    }
+    offset_groups, groups = int(call.attr("offset_group", 1)), int(call.attr("group", 1))
+    if int(w.shape[0]) % offset_groups == 0 or groups != 1:
+        return paddle.vision.ops.deform_conv2d(
+            x, offset, w, bias=b, deformable_groups=offset_groups, groups=groups, mask=mask,
+            **kwargs,
+        )  # fmt: skip
+    # paddle's kernel needs the output channels divisible by deformable_groups: the
+    # convolution is linear in the input channels, so sum one call per offset group
+    parts = [paddle.split(t, offset_groups, axis=1) for t in (x, w, offset)]
+    masks = [None] * offset_groups if mask is None else paddle.split(mask, offset_groups, axis=1)
+    y = functools.reduce(paddle.add, [
+        paddle.vision.ops.deform_conv2d(xg, og, wg, mask=mg, **kwargs)
+        for xg, wg, og, mg in zip(*parts, masks, strict=True)
+    ])  # fmt: skip
+    return y if b is None else y + paddle.reshape(b, [1, -1, 1, 1])
