@@ -39,6 +39,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_matmul,
         ops_norm,
         ops_pool,
+        ops_quant,
         ops_recurrent,
         ops_reduce,
         ops_resize,

@@ -1,4 +1,4 @@
-"""Normalizations: BatchNormalization (inference, any layout) and LayerNormalization.
+"""Normalizations: BatchNormalization (any layout; training_mode too), LayerNormalization.
 
 Both use ``tf.nn.batch_normalization`` (the fused kernel has no float64 CPU version);
 LayerNormalization takes its statistics from ``tf.nn.moments``, as Keras does.
@@ -31,9 +31,7 @@ def batch_normalization(
 ) -> TFValue:
     """Inference batch norm in the input's layout (channels last in NHWC, axis 1 in ONNX's)."""
     if call.attr("training_mode", 0):
-        raise AnpredError(
-            f"tensorflow BatchNormalization: training_mode=1 is not translated (node {call.name})"
-        )
+        return _batch_norm_training(call, x, scale, bias, mean, var)
     params = [p.tensor for p in (scale, bias, mean, var)]
     if x.layout != NHWC and x.rank > 2:
         shape = [-1] + [1] * (x.rank - 2)  # (C,) -> (C, 1, ..., 1) broadcasts over axis 1
@@ -49,6 +47,29 @@ def batch_normalization(
             f"(node {call.name})"
         )
     return TFValue(y, x.layout)
+
+
+def _batch_norm_training(
+    call: NodeCall, x: TFValue, scale: TFValue, bias: TFValue, mean: TFValue, var: TFValue
+) -> tuple[TFValue, ...]:
+    """``training_mode=1``: normalise with the batch's own statistics (``tf.nn.moments``,
+    population variance) and output the running statistics blended with ``momentum``.
+    """
+    t = x.nchw()
+    axes = [0, *range(2, x.rank)]
+    current_mean, current_var = tf.nn.moments(t, axes)
+    shape = [-1] + [1] * (x.rank - 2)
+    epsilon = float_attr(call, "epsilon", 1e-5)
+    y = tf.nn.batch_normalization(
+        t, tf.reshape(current_mean, shape), tf.reshape(current_var, shape),
+        offset=tf.reshape(bias.tensor, shape), scale=tf.reshape(scale.tensor, shape),
+        variance_epsilon=epsilon,
+    )  # fmt: skip
+    momentum = float_attr(call, "momentum", 0.9)
+    running_mean = mean.tensor * momentum + current_mean * (1 - momentum)
+    running_var = var.tensor * momentum + current_var * (1 - momentum)
+    outputs = (TFValue(y), TFValue(running_mean), TFValue(running_var))
+    return outputs[: max(1, len(call.output_shapes))]
 
 
 @onnx_op("LayerNormalization")
