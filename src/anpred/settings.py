@@ -159,7 +159,7 @@ class ExecutionSettings:
             :mod:`anpred.execution.executor`); the export and the analysis run here.
         drill: When the run has findings, drill from the flagged stages down to operators.
         calibration: ``auto``, ``off`` or a calibration file
-            (:mod:`anpred.pipeline.calibration_cache`); ``None`` keeps what the run
+            (:mod:`anpred.calibration.cache`); ``None`` keeps what the run
             directory holds (``anpred eval`` attaches its own).
         keep_captures: ``needed`` prunes the captures nothing reads later once the run is
             judged and reported; ``all`` keeps every one.

@@ -8,8 +8,8 @@ import pytest
 
 from anpred.analysis.oracle import METRICS_ALL, METRICS_CANDIDATES, OracleParams
 from anpred.api import run_parser
+from anpred.calibration.stored import with_stored_calibration
 from anpred.cli.flags import run_options
-from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.store import RunStore
 
 

@@ -14,12 +14,12 @@ from pool_helpers import children, golden_copy, judged, statistics_of
 
 from anpred import fork_server
 from anpred.analysis.oracle import OracleParams
+from anpred.calibration.stored import with_stored_calibration
 from anpred.execution.executor import JobSpec, LocalExecutor, RunningJob
 from anpred.participants import REFERENCE32 as REF32
 from anpred.participants import REFERENCE64 as REF
 from anpred.pipeline import collect_pool
 from anpred.pipeline.analyse import analyse
-from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.early_pass import EarlyPass
 from anpred.pipeline.evidence import Collection
 from anpred.store import RunStore

@@ -19,7 +19,7 @@ deviation for every input at that anchor. A deviation ``v`` is a **finding** whe
 or when the participant produced non-finite values where the fp64 reference is finite.
 The factor is ``NOISE_FACTOR`` (the *fixed* rule) unless ``OracleParams.calibration``
 gives the anchor its own, learnt from the spread of clean fp32 implementations on
-calibration inputs (:mod:`anpred.analysis.calibration`, ``docs/oracle.md``).
+calibration inputs (:mod:`anpred.calibration.rule`, ``docs/oracle.md``).
 
 **Introduced error** (when stage isolation ran). A stage deep in a model inherits fp32
 noise from every stage before it, so its end-to-end noise floor is high (yolov8n: 1e-5 at
@@ -88,12 +88,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from anpred.analysis.alignment import AlignmentError
-from anpred.analysis.calibration import FIXED_RULE, Calibration
 from anpred.analysis.methods import register_method
 from anpred.analysis.metrics import (
     Metric,
@@ -114,12 +113,21 @@ from anpred.analysis.verdict import (
 from anpred.errors import UsageError
 from anpred.library.precision import FP32, ideal_class, ideal_reference
 
+if TYPE_CHECKING:
+    # the calibration (anpred.calibration, a layer above) is given to the oracle, which
+    # only calls it
+    from anpred.calibration.rule import Calibration
+
 OUTLIER_K = 3.5
 """Outlier cut-off in robust standard deviations (1.4826 · MAD).
 
 3.5 is Iglewicz & Hoaglin's cut-off for the modified z-score 0.6745 (x − median) / MAD
 ("How to Detect and Handle Outliers", ASQC 1993), the usual choice for small samples; the
 population here is participants × inputs, often a few dozen deviations."""
+
+FIXED_RULE = "fixed"
+"""Name of the fixed noise rule: :data:`NOISE_FACTOR` times the noise floor at every anchor
+(the rule without a calibration; :data:`anpred.calibration.rule.RULE` is the other)."""
 
 NOISE_FACTOR = 10.0
 """How many times the fp64-calibrated noise floor a finding must exceed.
@@ -188,7 +196,7 @@ class OracleParams:
         resolution: Per-metric overrides of the metrics' declared resolutions (the value
             below which a deviation means nothing; see :mod:`anpred.analysis.metrics`).
         calibration: Per-anchor noise factors of the primary metric and of introduced
-            errors (:mod:`anpred.analysis.calibration`); an anchor it has no factor for,
+            errors (:mod:`anpred.calibration.rule`); an anchor it has no factor for,
             and every anchor when it is ``None``, uses ``noise_factor``.
         class_factor: :data:`CLASS_FACTOR` (reduced-precision classes without a
             calibrated factor).

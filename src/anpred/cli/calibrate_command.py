@@ -1,7 +1,7 @@
 """``anpred calibrate``: learn a model's per-anchor noise thresholds and cache them.
 
 The calibration run is a clean run of the participants on seeded synthetic inputs only
-(never the inputs a run judges; :func:`~anpred.pipeline.calibration_cache.calibration_options`);
+(never the inputs a run judges; :func:`~anpred.calibration.cache.calibration_options`);
 the calibration learnt from it goes to the anpred cache, where ``anpred run`` and
 ``anpred inject`` find it (``--calibration auto``, their default).
 """
@@ -33,9 +33,10 @@ NOT_CALIBRATE_FLAGS = {
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run a calibration run, learn its calibration and store it in the cache."""
+    from anpred.calibration.cache import fp32_participants
     from anpred.cli.flags import execution_settings, executor_of, run_options
     from anpred.participants import parse_participants
-    from anpred.pipeline.calibration_cache import calibrate_model, fp32_participants
+    from anpred.pipeline.calibration_run import calibrate_model
 
     given = [flag for flag, dest in NOT_CALIBRATE_FLAGS.items() if getattr(args, dest, None)]
     if given:

@@ -323,8 +323,7 @@ def _own_model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``run_options`` fields of the flags for a user's ONNX file (validated)."""
     from anpred.inputs.tensors import parse_input_ranges
     from anpred.interchange.input_shapes import parse_input_shapes
-    from anpred.interchange.user_module import is_module_source
-    from anpred.pipeline.model_source import is_onnx_path
+    from anpred.interchange.user_module import is_module_source, is_onnx_path
 
     given = {
         flag: value
@@ -383,7 +382,7 @@ def execution_settings(args: argparse.Namespace, **fields: Any) -> ExecutionSett
     """The :class:`~anpred.settings.ExecutionSettings` of the execution flags (checked);
     ``fields`` set the others (``executor``, ``say``).
     """
-    from anpred.pipeline.calibration_cache import calibration_mode
+    from anpred.calibration.cache import calibration_mode
     from anpred.pipeline.chunks import check_chunk
 
     return ExecutionSettings(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,13 @@ PARAMETERS_FILE = "module_parameters.npz"
 def is_module_source(model: str) -> bool:
     """Whether ``model`` names a user's torch module (``file.py:function`` or ``file.pt``)."""
     return bool(_BUILDER.match(model)) or model.endswith(SAVED_SUFFIX)
+
+
+def is_onnx_path(model: str) -> bool:
+    """Whether ``model`` names an ONNX file rather than a zoo model or a torch module."""
+    if is_module_source(model):
+        return False
+    return model.endswith(".onnx") or os.sep in model
 
 
 def check_module_source(model: str) -> Path:

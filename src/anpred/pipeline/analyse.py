@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from anpred.analysis.oracle import AnchorEvidence, OracleParams, judge_anchor
 from anpred.analysis.verdict import Verdict
+from anpred.calibration.stored import with_stored_calibration
 from anpred.errors import UsageError
 from anpred.library.precision import FP32, ideal_class, ideal_reference
 from anpred.localization.concentration import stage_concentration
@@ -29,7 +30,6 @@ from anpred.localization.emergence import (
 from anpred.localization.masking import masking_case, summarize_masking
 from anpred.localization.propagation import propagation_profile
 from anpred.participants import REFERENCE32, REFERENCE64, precision_of
-from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import load_drill
 from anpred.pipeline.evidence import RunEvidence, observer_summary
 from anpred.pipeline.identical import (
@@ -77,8 +77,7 @@ def _clean(value: Any) -> Any:
 
 def weights_label(options: Mapping[str, Any]) -> str:
     """Where the model's weights came from, as the terminal, report and ground truth say it."""
-    from anpred.interchange.user_module import is_module_source
-    from anpred.pipeline.run import is_onnx_path
+    from anpred.interchange.user_module import is_module_source, is_onnx_path
 
     if options.get("weights"):
         return str(options["weights"])

@@ -317,7 +317,7 @@ def run_drill(
         params: Oracle parameters (default: the oracle's defaults, computing only the
             primary metric, the one that decides). A calibration in them judges each
             operator with its stage's factor where one applies
-            (:func:`~anpred.pipeline.calibrate.operator_params`).
+            (:func:`~anpred.calibration.stored.operator_params`).
 
     Returns:
         The drill-down record (also written to the run's ``drill/``), or ``None`` when the
@@ -329,9 +329,9 @@ def run_drill(
 
     from anpred.analysis.oracle import OracleParams
     from anpred.backends.base import ModelJob
+    from anpred.calibration.stored import operator_params
     from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
     from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
-    from anpred.pipeline.calibrate import operator_params
 
     started = time.perf_counter()
     targets = drill_targets(summary.findings, summary.anchor_keys)

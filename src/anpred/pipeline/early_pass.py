@@ -171,7 +171,7 @@ def for_run(
         processes: Processes at most (the run's ``--parallel``).
         isolation: Whether the participants also write isolated captures.
     """
-    from anpred.pipeline.calibrate import with_stored_calibration
+    from anpred.calibration.stored import with_stored_calibration
 
     store = RunStore(run_dir)
     anchors = [a["key"] for a in store.read_export()["anchors"]]

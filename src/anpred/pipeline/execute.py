@@ -16,20 +16,19 @@ from typing import Any
 
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
+from anpred.calibration.stored import with_stored_calibration
 from anpred.execution.job import OBSERVER_KEY
 from anpred.execution.pool import WorkerResult
 from anpred.execution.schedule import heavier_first, resume_workers, shares_files, worker_groups
 from anpred.execution.worker import OBSERVER_INPUTS
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
-from anpred.interchange.user_module import is_module_source
+from anpred.interchange.user_module import is_module_source, is_onnx_path
 from anpred.machine import describe_machine
 from anpred.participants import REFERENCE64, Participant, parse_participant
-from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.chunks import chunked, run_in_chunks
 from anpred.pipeline.collect_pool import warm_fork_server
 from anpred.pipeline.early_pass import EarlyPass, for_run
-from anpred.pipeline.model_source import is_onnx_path
 from anpred.pipeline.plan import RunPlan
 from anpred.pipeline.transforms import plan_transforms
 from anpred.report.plots import PRELOAD as PLOTTING

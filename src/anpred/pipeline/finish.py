@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from anpred.analysis.oracle import OracleParams
+from anpred.calibration.stored import with_stored_calibration
 from anpred.errors import UsageError
 from anpred.execution.pool import WorkerResult
-from anpred.pipeline.calibrate import with_stored_calibration
 from anpred.pipeline.drill import run_drill
 from anpred.pipeline.plan import RunPlan
 from anpred.pipeline.prune import prune_run

@@ -18,8 +18,7 @@ from anpred.execution.pool import run_job, worker_env
 from anpred.inputs.several import describe_packing
 from anpred.inputs.tensors import image_side
 from anpred.interchange.export import AnchoredExport
-from anpred.interchange.user_module import is_module_source, resolved_source
-from anpred.pipeline.model_source import is_onnx_path
+from anpred.interchange.user_module import is_module_source, is_onnx_path, resolved_source
 from anpred.progress import Say
 from anpred.settings import DEFAULT_EXPORT_TIMEOUT, RunOptions
 from anpred.store import ParticipantStore, RunStore, Status

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from anpred.errors import UsageError
-from anpred.interchange.user_module import check_module_source, is_module_source
+from anpred.interchange.user_module import check_module_source, is_module_source, is_onnx_path
 from anpred.settings import RunOptions
-
-
-def is_onnx_path(model: str) -> bool:
-    """Whether ``model`` names an ONNX file rather than a zoo model or a torch module."""
-    if is_module_source(model):
-        return False
-    return model.endswith(".onnx") or os.sep in model
 
 
 def check_model(options: RunOptions) -> tuple[str | None, int | None]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from anpred.calibration.stored import apply_calibration
 from anpred.errors import UsageError
 from anpred.execution.memory import limit_env
 from anpred.execution.resources import (
@@ -24,6 +25,7 @@ from anpred.execution.resources import (
 )
 from anpred.execution.slots import describe_auto, resolve, run_need
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.user_module import is_onnx_path
 from anpred.participants import (
     REFERENCE32,
     Participant,
@@ -31,10 +33,9 @@ from anpred.participants import (
     parse_participant,
     parse_participants,
 )
-from anpred.pipeline.calibrate import apply_calibration
 from anpred.pipeline.chunks import check_chunk, chunked
 from anpred.pipeline.model_export import export_model
-from anpred.pipeline.model_source import check_model, is_onnx_path
+from anpred.pipeline.model_source import check_model
 from anpred.pipeline.prune import check_keep
 from anpred.pipeline.run_inputs import count_inputs, prepare_inputs
 from anpred.ports.spec import port_participant, port_specs

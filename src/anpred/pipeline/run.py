@@ -16,24 +16,18 @@ Every step writes to the run directory as it finishes, so an interrupted run res
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from anpred import fork_server
-from anpred.execution import schedule
-from anpred.execution.executor import Executor
-from anpred.execution.pool import WorkerResult
-from anpred.participants import Participant
+from anpred.interchange.user_module import is_onnx_path
 from anpred.pipeline.analyse import analyse
 from anpred.pipeline.execute import execute, execute_run, model_job
 from anpred.pipeline.finish import RunOutcome, drill_findings, finish_run, write_results
 from anpred.pipeline.model_export import export_memo, export_model, run_export
-from anpred.pipeline.model_source import is_onnx_path
 from anpred.pipeline.plan import check_out_dir, plan_run
 from anpred.pipeline.run_inputs import count_inputs, prepare_inputs
-from anpred.progress import Say
 from anpred.settings import ExecutionSettings, RunOptions
 from anpred.zoo.registry import module_source
 
@@ -47,7 +41,6 @@ __all__ = [
     "is_onnx_path",
     "model_job",
     "prepare_inputs",
-    "resume_workers",
     "run",
     "run_export",
 ]
@@ -91,44 +84,3 @@ def run(
         fork_server.stop()  # the run kept it for its analysis and report
     return finish_run(plan, summary, results)
 
-
-def resume_workers(
-    run_dir: Path,
-    participants: Sequence[Participant],
-    job: Mapping[str, Any],
-    input_ids: Sequence[str],
-    say: Say,
-    threads: int,
-    parallel: int,
-    isolation_source: Path | None,
-    timeout: float | None = None,
-    env: Mapping[str, str] | None = None,
-    executor: Executor | None = None,
-    reference: Participant | None = None,
-    when_idle: Callable[[], None] | None = None,
-    on_tail: Callable[[int], None] | None = None,
-) -> dict[str, WorkerResult]:
-    """:func:`anpred.execution.schedule.resume_workers` with its settings one by one.
-
-    Kept for the callers written before :class:`~anpred.settings.ExecutionSettings`
-    (``evaluation/campaign.py``, ``repro/``); new code calls the schedule's function.
-    """
-    settings = ExecutionSettings(
-        threads=threads,
-        parallel=parallel,
-        timeout=timeout,
-        env=dict(env or {}),
-        executor=executor,
-        say=say,
-    )
-    return schedule.resume_workers(
-        run_dir,
-        participants,
-        job,
-        input_ids,
-        settings,
-        isolation_source=isolation_source,
-        reference=reference,
-        when_idle=when_idle,
-        on_tail=on_tail,
-    )

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from anpred.errors import UsageError
-from anpred.interchange.user_module import is_module_source
+from anpred.interchange.user_module import is_module_source, is_onnx_path
 from anpred.localization.sweep import sweep_by_anchor
-from anpred.pipeline.model_source import is_onnx_path
 from anpred.pipeline.run import run
 from anpred.progress import Say
 from anpred.settings import ExecutionSettings, RunOptions

@@ -206,7 +206,7 @@ def model_ops(store: RunStore) -> int:
 def prepare(run_dir: Path, options: ReproOptions, say: Say = quiet) -> RunContext:
     """Everything the findings of ``run_dir`` share (module doc, step 1)."""
     from anpred.analysis.oracle import OracleParams
-    from anpred.pipeline.calibrate import with_stored_calibration
+    from anpred.calibration.stored import with_stored_calibration
 
     drill = load_drill_down(run_dir)
     store = RunStore(run_dir)

@@ -22,11 +22,11 @@ import onnx
 
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
+from anpred.calibration.stored import operator_params
 from anpred.execution.schedule import resume_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import REFERENCE64, Participant, parse_participant
-from anpred.pipeline.calibrate import operator_params
 from anpred.pipeline.drill import operator_verdicts  # the drill-down's own judgement
 from anpred.progress import Say, quiet
 from anpred.repro.subgraph import BATCH_INPUT, Batch

@@ -358,7 +358,7 @@ class RunStore:
         return (self.root / _CALIBRATION).exists()
 
     def read_calibration(self) -> dict[str, Any] | None:
-        """The calibration record (``anpred.analysis.calibration``), or ``None``."""
+        """The calibration record (``anpred.calibration.rule``), or ``None``."""
         path = self.root / _CALIBRATION
         return read_json(path, dict) if path.exists() else None
 

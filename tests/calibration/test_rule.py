@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from anpred.analysis import OracleParams, assess, judge_anchor
-from anpred.analysis.calibration import (
-    FIXED_RULE,
+from anpred.analysis.metrics import RELATIVE_L2_RESOLUTION
+from anpred.analysis.oracle import FIXED_RULE
+from anpred.calibration.rule import (
     MIN_FACTOR,
     MIN_SAMPLES,
     RULE,
@@ -20,21 +21,21 @@ from anpred.analysis.calibration import (
     noise_ratio,
     tolerance_factor,
 )
-from anpred.analysis.metrics import RELATIVE_L2_RESOLUTION
 from anpred.errors import UsageError
 
 REFERENCE = "torch"
 
 
 def _shared_helpers():
-    """This folder's conftest (``conftest`` alone may name another folder's module)."""
+    """tests/analysis's conftest (``conftest`` alone may name another folder's module)."""
     import importlib.util
     import sys
     from pathlib import Path
 
     name = "anpred_tests_analysis_conftest"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
+        conftest = Path(__file__).parents[1] / "analysis" / "conftest.py"
+        spec = importlib.util.spec_from_file_location(name, conftest)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses look their module up while being defined
         spec.loader.exec_module(module)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from anpred.analysis.calibration import RULE, AnchorThreshold, Calibration
+from anpred.calibration.rule import RULE, AnchorThreshold, Calibration
+from anpred.calibration.stored import attach, calibrate_run
 from anpred.errors import UsageError
 from anpred.pipeline.analyse import analyse
-from anpred.pipeline.calibrate import attach, calibrate_run
 from anpred.store import RunStore
 
-GOLDEN = Path(__file__).parent / "data" / "golden_run"
+GOLDEN = Path(__file__).parents[1] / "pipeline" / "data" / "golden_run"
 
 
 def _copy(tmp_path: Path) -> Path:

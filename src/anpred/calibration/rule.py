@@ -54,9 +54,6 @@ from anpred.errors import UsageError
 RULE = "lognormal-tolerance"
 """Name of the calibrated rule (written in summaries as ``oracle.threshold_rule``)."""
 
-FIXED_RULE = "fixed"
-"""Name of the fallback: ``NOISE_FACTOR`` times the noise floor at every anchor."""
-
 FALSE_ALARM_PER_CELL = 1e-3
 """α: the stated share of clean (participant, anchor, input) cells a calibrated threshold
 may flag (coverage 1 − α of the clean population). The issue's budget is 1 % false cells;

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from anpred.analysis.calibration import AnchorThreshold, Calibration
 from anpred.analysis.oracle import NOISE_FACTOR, OracleParams
-from anpred.errors import UsageError
-from anpred.interchange.export import AnchoredExport, AnchorOutput
-from anpred.participants import parse_participants
-from anpred.pipeline.calibrate import operator_params
-from anpred.pipeline.calibration_cache import (
+from anpred.calibration.cache import (
     SEED_OFFSET,
     calibration_key,
     calibration_mode,
@@ -25,6 +20,11 @@ from anpred.pipeline.calibration_cache import (
     resolve,
     store_calibration,
 )
+from anpred.calibration.rule import AnchorThreshold, Calibration
+from anpred.calibration.stored import operator_params
+from anpred.errors import UsageError
+from anpred.interchange.export import AnchoredExport, AnchorOutput
+from anpred.participants import parse_participants
 from anpred.settings import RunOptions
 
 ANCHORS = ("stem", "layer1", "output")
@@ -168,3 +168,10 @@ def test_calibration_modes_are_checked(tmp_path):
     assert calibration_mode(path) == str(path.resolve())  # a path-like object is taken
     with pytest.raises(UsageError, match="--calibration takes auto, off or a calibration file"):
         calibration_mode(tmp_path / "missing.json")
+
+
+def test_the_ideal_references_are_left_out_by_their_declared_precision():
+    # torch[ideal-bf16] computes in float64 but declares its class's format (bf16) in the
+    # torch descriptor, which is what leaves it out
+    got = fp32_participants(parse_participants(["torch[ideal-bf16]", "torch[ideal-fp16]", "jax"]))
+    assert got == ("jax", "torch")
