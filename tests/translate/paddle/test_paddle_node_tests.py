@@ -17,6 +17,7 @@ import pytest
 from conformance.backend_suite import Runner
 from conformance.backend_tests import load_tests
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 pytest.importorskip("paddle")
 
@@ -104,3 +105,34 @@ def test_run_time_shape_is_read_eagerly_and_refused_in_a_static_program() -> Non
     static = make_adapter({"static": True})
     with pytest.raises(UsageError, match="Reshape shape must be static"):
         GraphProgram(_reshape_by_fed_shape(), static).run(feeds)
+
+
+def _grid_sample_model(padding: str, align: int) -> onnx.ModelProto:
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], "gs", mode="cubic",
+                            padding_mode=padding, align_corners=align)  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3, 5, 6]),
+         helper.make_tensor_value_info("grid", TensorProto.DOUBLE, [2, 4, 7, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_cubic_grid_sample_matches_onnx_reference(padding: str, align: int) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, (2, 3, 5, 6))
+    # a third of the points outside the image; multiples of 1/64, so that the reference's
+    # float32 pixel coordinates (onnx.reference's GridSample denormalises in float32) are
+    # exact
+    grid = np.round(rng.uniform(-1.6, 1.6, (2, 4, 7, 2)) * 64) / 64
+    model = _grid_sample_model(padding, align)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
+    adapter = make_adapter({"dtype": "float64"})
+    got = adapter.to_numpy(GraphProgram(model, adapter).run({"x": x, "grid": grid})["y"])
+    # the reference computes the cubic coefficients from float32 coordinates in float32:
+    # measured worst 2.2e-7 over these 6 cases (values in [-1, 1])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

@@ -41,6 +41,7 @@ import paddle
 import paddle.nn.functional as F
 
 from anpred.errors import UsageError
+from anpred.translate.paddle.static_values import optional_value
 from anpred.translate.registry import NodeCall, register
 from anpred.translate.resize_taps import (
     axis_taps,
@@ -194,6 +195,7 @@ def _needs_taps(call: NodeCall, rank: int, coordinates: str) -> bool:
 def _resize(
     call: NodeCall,
     x: Tensor,
+    roi: np.ndarray | None,
     scales: np.ndarray | None,
     sizes: np.ndarray | None,
     mode: str,
@@ -204,7 +206,7 @@ def _resize(
     if call.opset >= 11 and _needs_taps(call, rank, coordinates):
         if (scales is None or not scales.size) and (sizes is None or not sizes.size):
             raise UsageError(f"node {call.name}: Resize needs static scales or sizes")
-        return _by_taps(call, x, call.const(1), scales, sizes)
+        return _by_taps(call, x, roi, scales, sizes)
     if rank not in _LINEAR:
         raise UsageError(f"node {call.name}: Resize of a {rank + 2}-D tensor is not translated")
     kwargs: dict[str, Any] = {"data_format": _LAYOUT[rank]}
@@ -255,7 +257,14 @@ def _resize(
 def resize_10(call: NodeCall, x: Tensor, scales: Tensor) -> Tensor:
     """ONNX Resize opset 10 (static scales input; asymmetric coordinates)."""
     return _resize(
-        call, x, call.const(1), None, call.attr("mode", "nearest"), "asymmetric", "floor"
+        call,
+        x,
+        None,
+        optional_value(call, 1, scales),
+        None,
+        call.attr("mode", "nearest"),
+        "asymmetric",
+        "floor",
     )
 
 
@@ -267,8 +276,9 @@ def resize(
     return _resize(
         call,
         x,
-        call.const(2),
-        call.const(3),
+        optional_value(call, 1, roi),
+        optional_value(call, 2, scales),
+        optional_value(call, 3, sizes),
         call.attr("mode", "nearest"),
         call.attr("coordinate_transformation_mode", "half_pixel"),
         call.attr("nearest_mode", "round_prefer_floor"),
@@ -278,6 +288,8 @@ def resize(
 @register("paddle", "Upsample", since=7)
 def upsample(call: NodeCall, x: Tensor, scales: Tensor = None) -> Tensor:
     """ONNX Upsample (deprecated; scales attribute in opset 7, input from opset 9)."""
-    static = call.const(1) if scales is not None else np.asarray(call.attr("scales"))
+    static = (
+        optional_value(call, 1, scales) if scales is not None else np.asarray(call.attr("scales"))
+    )
     mode = call.attr("mode", "nearest")
-    return _resize(call, x, static, None, mode, "asymmetric", "floor")
+    return _resize(call, x, None, static, None, mode, "asymmetric", "floor")

@@ -14,6 +14,7 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
+from anpred.translate.paddle.grid_cubic import grid_sample_cubic
 from anpred.translate.registry import NodeCall, register
 
 Tensor = Any
@@ -100,11 +101,12 @@ _GRID_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest
 @register("paddle", "GridSample")
 def grid_sample(call: NodeCall, x: Tensor, grid: Tensor) -> Tensor:
     """ONNX GridSample: ``F.grid_sample``, linear or nearest (padding zeros, border,
-    reflection); paddle has no bicubic kernel.
+    reflection); paddle has no bicubic kernel, so cubic is composed
+    (:func:`~anpred.translate.paddle.grid_cubic.grid_sample_cubic`).
     """
     mode = _GRID_MODES[call.attr("mode", "bilinear" if call.opset < 20 else "linear")]
     if mode == "bicubic":
-        raise NotImplementedError("paddle's F.grid_sample has no bicubic mode")
+        return grid_sample_cubic(call, x, grid)
     return F.grid_sample(
         x, grid, mode=mode, padding_mode=call.attr("padding_mode", "zeros"),
         align_corners=bool(call.attr("align_corners", 0)),

@@ -41,3 +41,15 @@ def static_value(call: NodeCall, index: int, what: str, value: Any = None) -> np
 def ints(value: Any) -> list[int]:
     """``value`` flattened to a list of Python ints."""
     return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def optional_value(call: NodeCall, index: int, value: Any = None) -> np.ndarray | None:
+    """Input ``index``'s static or eager value, or ``None`` where it is absent or unreadable
+    (static-graph mode), for operands a translator can do without (Resize roi / scales).
+    """
+    static = call.const(index)
+    if static is not None:
+        return static
+    if value is not None and paddle.in_dynamic_mode():
+        return np.asarray(value.numpy())
+    return None
