@@ -9,11 +9,18 @@ and every descendant, ``getrusage(RUSAGE_CHILDREN)``):
 
 1. the grid with no faults: the clean run and the calibration run (the campaign's fixed
    cost per model);
-2. the same grid and output folder with the slice's faults: the clean and calibration runs
-   are resumed (judged again), then one fault run per (fault, stage).
+2. the same again, resumed: what every later ``anpred eval`` of the grid pays before its
+   fault runs (the clean and calibration runs judged again, the tables and plots);
+3. the grid with the slice's faults, twice from copies of that folder: once with the fault
+   runs' workers served (``--fault-workers served``, the default: one process per faulty
+   library runs them in turn) and once with one fresh worker process per fault run
+   (``--fault-workers fresh``, the path it replaces).
 
-``fault runs per CPU-hour`` is the fault runs of step 2 over its CPU hours (the fixed cost
-of step 1 is printed beside, and the whole campaign's rate with it). The slice: the grid's
+``fault runs per CPU-hour`` is the fault runs of step 3 over its CPU hours, served, with
+the ratio to the fresh path measured in the same run; ``per fault run`` also without step
+2's part (what a fault run adds to a campaign of many: the grids have 29-48 fault runs per
+model, the slice 4). The fixed cost of step 1 is printed beside, and the whole campaign's
+rate with it. The two paths' ``faults.csv`` must hold the same decisions. The slice: the grid's
 first fault axis at its first severity and its last axis at its last severity (a bf16
 round-trip and the mildest mantissa truncation), at two stages (the first and the middle
 one of the clean run's stage anchors): 4 fault runs per grid. ``--faults-csv-like DIR``
@@ -32,6 +39,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,13 +73,21 @@ def slice_faults(grid: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def eval_step(grid: dict[str, Any], out: Path, args: argparse.Namespace, log: Path) -> float:
-    """Run ``anpred eval`` on ``grid`` into ``out``; return its CPU seconds."""
+def eval_step(
+    grid: dict[str, Any],
+    out: Path,
+    args: argparse.Namespace,
+    log: Path,
+    extra: tuple[str, ...] = (),
+) -> float:
+    """Run ``anpred eval`` on ``grid`` into ``out`` (``extra``: more flags); return its CPU
+    seconds.
+    """
     config = log.with_suffix(".json")
     config.write_text(json.dumps(grid))
     command = [
         PYTHON, "-m", "anpred", "eval", "--config", str(config), "--out", str(out),
-        "--threads", str(args.threads), "--parallel", str(args.parallel),
+        "--threads", str(args.threads), "--parallel", str(args.parallel), *extra,
     ]  # fmt: skip
     cpu = children_cpu()
     start = time.perf_counter()
@@ -113,26 +129,43 @@ def same_decisions(rows: list[dict[str, str]], other: list[dict[str, str]]) -> l
 
 
 def measure(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Both steps of one grid's slice; the rate, the fixed cost and the rows."""
+    """The steps of one grid's slice; the rates of both paths, the fixed cost and the rows."""
     grid = json.loads(GRIDS[model].read_text())
     out = work / f"eval-{model}"
     print(f"{model}: clean and calibration runs ({GRIDS[model].name}, no faults)", file=sys.stderr)
-    fixed = eval_step({**grid, "faults": []}, out, args, work / f"{model}-clean.log")
+    clean = {**grid, "faults": []}
+    fixed = eval_step(clean, out, args, work / f"{model}-clean.log")
+    resumed = eval_step(clean, out, args, work / f"{model}-resumed.log")
     stages = stage_anchors(out, model)
     chosen = [stages[0], stages[len(stages) // 2]]
     sliced = {**grid, "faults": slice_faults(grid), "stages": chosen}
+    fresh_out = work / f"eval-{model}-fresh"
+    shutil.rmtree(fresh_out, ignore_errors=True)
+    shutil.copytree(out, fresh_out, symlinks=True)
     print(f"{model}: fault runs at {', '.join(chosen)}", file=sys.stderr)
-    faults_cpu = eval_step(sliced, out, args, work / f"{model}-faults.log")
+    cpu = {}
+    for mode, folder in (("fresh", fresh_out), ("served", out)):
+        cpu[mode] = eval_step(
+            sliced, folder, args, work / f"{model}-faults-{mode}.log", ("--fault-workers", mode)
+        )
     rows = read_rows(out / "faults.csv")
+    fresh_rows = read_rows(fresh_out / "faults.csv")
+    n = len(rows)
     return {
         "model": model,
         "grid": str(GRIDS[model].relative_to(ROOT)),
         "slice": sliced,
-        "fault_runs": len(rows),
+        "fault_runs": n,
         "fixed_cpu_s": fixed,
-        "faults_cpu_s": faults_cpu,
-        "per_cpu_hour": len(rows) / (faults_cpu / 3600),
-        "campaign_per_cpu_hour": len(rows) / ((fixed + faults_cpu) / 3600),
+        "resumed_cpu_s": resumed,
+        "faults_cpu_s": cpu["served"],
+        "fresh_faults_cpu_s": cpu["fresh"],
+        "per_cpu_hour": n / (cpu["served"] / 3600),
+        "fresh_per_cpu_hour": n / (cpu["fresh"] / 3600),
+        "marginal_per_cpu_hour": n / (max(cpu["served"] - resumed, 1e-9) / 3600),
+        "fresh_marginal_per_cpu_hour": n / (max(cpu["fresh"] - resumed, 1e-9) / 3600),
+        "campaign_per_cpu_hour": n / ((fixed + cpu["served"]) / 3600),
+        "same_as_fresh": same_decisions(rows, fresh_rows),
         "rows": rows,
     }
 
@@ -169,17 +202,43 @@ def main() -> int:
             args.json.write_text(json.dumps(results, indent=1))
     print(
         markdown_table(
-            ["grid (slice)", "fault runs", "their CPU s", "CPU s per fault run",
-             "fault runs per CPU-hour", "clean + calibration CPU s",
-             "campaign (all) per CPU-hour"],
+            ["grid (slice)", "fault runs", "workers", "their CPU s", "CPU s per fault run",
+             "fault runs per CPU-hour", "without the resumed part: per fault run (CPU s)",
+             "per CPU-hour"],
             [
-                [r["grid"], r["fault_runs"], f"{r['faults_cpu_s']:.0f}",
-                 f"{r['faults_cpu_s'] / r['fault_runs']:.1f}", f"{r['per_cpu_hour']:.0f}",
-                 f"{r['fixed_cpu_s']:.0f}", f"{r['campaign_per_cpu_hour']:.0f}"]
+                row
+                for r in results
+                for row in (
+                    [r["grid"], r["fault_runs"], "served", f"{r['faults_cpu_s']:.0f}",
+                     f"{r['faults_cpu_s'] / r['fault_runs']:.1f}", f"{r['per_cpu_hour']:.0f}",
+                     f"{(r['faults_cpu_s'] - r['resumed_cpu_s']) / r['fault_runs']:.1f}",
+                     f"{r['marginal_per_cpu_hour']:.0f}"],
+                    [r["grid"], r["fault_runs"], "fresh", f"{r['fresh_faults_cpu_s']:.0f}",
+                     f"{r['fresh_faults_cpu_s'] / r['fault_runs']:.1f}",
+                     f"{r['fresh_per_cpu_hour']:.0f}",
+                     f"{(r['fresh_faults_cpu_s'] - r['resumed_cpu_s']) / r['fault_runs']:.1f}",
+                     f"{r['fresh_marginal_per_cpu_hour']:.0f}"],
+                )
+            ],
+        )
+    )  # fmt: skip
+    print()
+    print(
+        markdown_table(
+            ["grid", "clean + calibration CPU s", "resumed (no faults) CPU s",
+             "campaign (all) per CPU-hour", "faults.csv served vs fresh"],
+            [
+                [r["grid"], f"{r['fixed_cpu_s']:.0f}", f"{r['resumed_cpu_s']:.0f}",
+                 f"{r['campaign_per_cpu_hour']:.0f}",
+                 "identical decisions" if not r["same_as_fresh"]
+                 else f"{len(r['same_as_fresh'])} differences"]
                 for r in results
             ],
         )
     )  # fmt: skip
+    for r in results:
+        for line in r["same_as_fresh"][:10]:
+            print(f"  {r['model']}: {line}")
     if args.faults_csv_like:
         for r in results:
             other = read_rows(args.faults_csv_like / f"eval-{r['model']}" / "faults.csv")
@@ -189,9 +248,20 @@ def main() -> int:
             for line in differ[:10]:
                 print(f"  {line}")
     runs = sum(r["fault_runs"] for r in results)
-    cpu = sum(r["faults_cpu_s"] for r in results)
-    print(f"\nfault runs per CPU-hour: {runs / (cpu / 3600):.0f}  ({' and '.join(models)} slices)")
-    return 0
+    served = sum(r["faults_cpu_s"] for r in results)
+    fresh = sum(r["fresh_faults_cpu_s"] for r in results)
+    resumed = sum(r["resumed_cpu_s"] for r in results)
+    names = " and ".join(models)
+    print(
+        f"\nfault runs per CPU-hour: {runs / (served / 3600):.0f}  ({names} slices; "
+        f"one worker per fault run: {runs / (fresh / 3600):.0f}; ratio {fresh / served:.2f})"
+    )
+    print(
+        f"without the resumed part (a campaign of many fault runs): "
+        f"{runs / ((served - resumed) / 3600):.0f} against {runs / ((fresh - resumed) / 3600):.0f}"
+        f" (ratio {(fresh - resumed) / (served - resumed):.2f})"
+    )
+    return 1 if any(r["same_as_fresh"] for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 
 from anpred.backends.base import ModelJob
 from anpred.execution.executor import Executor, LocalExecutor
-from anpred.execution.pool import WorkerResult, run_workers
+from anpred.execution.pool import WorkerResult, run_workers, served_workers
 from anpred.execution.served import ServedExecutor
 from anpred.inject.spec import FaultSpec
 from anpred.inject.transforms import fault_transform
@@ -109,3 +109,28 @@ def test_a_served_process_runs_several_faults_and_a_crash_costs_only_its_own(
     # and the faults did change the captures (the comparison is not vacuous)
     s2, s1 = _captures(tmp_path / "served" / "bf16-s2"), _captures(tmp_path / "served" / "bf16-s1")
     assert not np.array_equal(s2["a/s1"], s1["a/s1"])
+
+
+def test_a_next_chunk_runs_on_the_runner_its_process_kept(
+    tmp_path: Path, chain: tuple[ModelJob, Path]
+) -> None:
+    """The jobs of a chunked run: the same participant and model, other inputs. The second
+    job reuses the first one's runner and captures what a fresh worker captures.
+    """
+    model, inputs = chain
+    p = parse_participant("onnxruntime")
+    job = {"model": model.to_dict(), "inputs": str(inputs)}
+    settings = ExecutionSettings(threads=1, parallel=1, timeout=120).quiet()
+    run = tmp_path / "chunked"
+    with served_workers() as served:
+        for ids in (["a"], ["b"]):
+            assert run_workers(run, [p], job, ids, settings)[p.name].status == Status.OK
+        assert served.started == 1
+    status = RunStore(run).participant(p.name).read_status()
+    assert "kept from the process's previous job" in status["runner"]
+    fresh = tmp_path / "fresh"
+    assert run_workers(fresh, [p], job, INPUTS, settings)[p.name].status == Status.OK
+    mine, theirs = _captures(run), _captures(fresh)
+    assert mine.keys() == theirs.keys() and "b/output" in mine
+    for key in mine:
+        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)

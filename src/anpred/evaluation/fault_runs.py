@@ -90,6 +90,7 @@ def derive_run(
     reanalyse: bool = False,
     say: Say | None = None,
     executor: Executor | None = None,
+    keep_fork_server: bool = False,
 ) -> Summary:
     """A run directory made from the clean run ``base`` plus participants ``add``.
 
@@ -97,6 +98,8 @@ def derive_run(
     deterministic. Only ``add`` runs (on ``executor``; default: local processes), then the
     whole directory is analysed as any run. Resumable: a finished directory is read back
     (``reanalyse``: judged again from its captures, e.g. after changing the oracle).
+    ``keep_fork_server``: leave the analysis's fork server running for the next run (the
+    caller stops it; the fault runs of one model analyse alike).
     """
     done = RunStore(out)
     if done.has_summary():
@@ -151,7 +154,8 @@ def derive_run(
     finally:
         if early is not None:
             early.close()
-        fork_server.stop()  # kept from the workers' tail for the analysis
+        if not keep_fork_server:
+            fork_server.stop()  # kept from the workers' tail for the analysis
     store.write_summary(summary.to_dict())
     return summary
 
@@ -169,10 +173,12 @@ def run_fault(
     executor: Executor | None = None,
     parallel: int = 1,
     skipped: Callable[[str], None] | None = None,
+    keep_fork_server: bool = False,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row
     (``parallel``: processes of its analysis, beside the faulty worker and after it;
-    ``None``, said and given to ``skipped``, when the fault matches no node of its stage).
+    ``None``, said and given to ``skipped``, when the fault matches no node of its stage;
+    ``keep_fork_server``: see :func:`derive_run`).
     """
     base_store = RunStore.open(base)
     export = AnchoredExport.from_dict(base_store.read_export())
@@ -198,6 +204,7 @@ def run_fault(
         parallel,
         reanalyse=reanalyse,
         executor=executor,
+        keep_fork_server=keep_fork_server,
     )
     return fault_row(summary, clean, model, library, faulty.name, spec)
 
@@ -316,6 +323,7 @@ def run_faults(
             served,
             parallel if local else 1,  # distributed: the fault runs share the slots
             reasons.append,
+            keep_fork_server=local and fault_workers == SERVED,
         )
         if kept is not None and (row is not None or reasons):
             kept.add(model, fault_key(lib, spec), row, reasons[0] if reasons else "")
@@ -349,7 +357,8 @@ def run_faults(
 @contextmanager
 def fault_executor(executor: Executor | None, fault_workers: str) -> Iterator[Executor | None]:
     """Where a model's fault runs execute their faulty workers: ``executor`` itself, or,
-    locally with :data:`SERVED`, processes that serve them in turn (closed at the end).
+    locally with :data:`SERVED`, processes that serve them in turn (closed at the end, with
+    the analysis's fork server, which the fault runs then keep for one another).
     """
     if fault_workers not in FAULT_WORKERS:
         raise AnpredError(f"fault workers {fault_workers!r}: one of {', '.join(FAULT_WORKERS)}")
@@ -358,5 +367,8 @@ def fault_executor(executor: Executor | None, fault_workers: str) -> Iterator[Ex
         return
     from anpred.execution.served import ServedExecutor
 
-    with ServedExecutor() as served:
-        yield served
+    try:
+        with ServedExecutor() as served:
+            yield served
+    finally:
+        fork_server.stop()  # the fault runs kept it for one another (:func:`derive_run`)

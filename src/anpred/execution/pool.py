@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anpred.execution.executor import (
+    Executor,
     JobEnd,
     JobSpec,
     LocalExecutor,
@@ -288,7 +290,7 @@ def run_workers(
     threads, parallel, env = settings.threads, settings.workers, settings.env
     timeout, executor = settings.timeout, settings.executor
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
-    executor = executor or LocalExecutor()
+    executor = executor or (_SERVING[-1] if _SERVING else LocalExecutor())
     pending = ([reference] if reference is not None else []) + list(participants)
     running: list[RunningJob] = []
     results: dict[str, WorkerResult] = {}
@@ -338,6 +340,27 @@ def run_workers(
         for item in running:
             item.stop()
     return results
+
+
+#: The served executors of :func:`served_workers` in effect, innermost last.
+_SERVING: list[Executor] = []
+
+
+@contextmanager
+def served_workers() -> Iterator[Executor]:
+    """Within it, :func:`run_workers` without an executor runs its workers in served
+    processes that outlive one call (:class:`~anpred.execution.served.ServedExecutor`):
+    a participant's next job (the next chunk of a run) runs in the same process, on the
+    same loaded model. The processes end with the block.
+    """
+    from anpred.execution.served import ServedExecutor
+
+    with ServedExecutor() as served:
+        _SERVING.append(served)
+        try:
+            yield served
+        finally:
+            _SERVING.remove(served)
 
 
 def _record_end(folder: ParticipantStore, result: WorkerResult) -> None:

@@ -14,6 +14,12 @@ its limit (the process is killed) or ends the process without a word is recorded
 job's crash or timeout, exactly as a fresh worker's would be (the pool records its end);
 only the job in flight is lost. The next job gets a fresh process.
 
+**Runners kept.** A job of the same participant, model and transforms as the process's
+previous one (the next chunk of a run, ``--chunk``) runs on the previous job's runner:
+the model is not loaded, translated and compiled again
+(:class:`~anpred.execution.worker.Worker`'s ``kept``). A fault run's transforms differ
+from the last one's, so its runner is new (its imports are what it saves).
+
 **Memory.** A served process keeps what its libraries cache between jobs (compiled
 programs, allocator pools). Between jobs, a process over half its memory limit
 (``--max-memory``; :data:`RECYCLE_SHARE`) exits, and the next job starts a fresh one, so that
@@ -36,7 +42,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from anpred.execution.executor import JobEnd, JobSpec, LocalExecutor, RunningJob
 
@@ -155,7 +161,8 @@ class ServedJob(RunningJob):
 
 
 class ServedExecutor(LocalExecutor):
-    """Local processes, each serving many worker jobs of one environment in turn.
+    """Local processes, each serving many worker jobs of one library, configuration and
+    environment in turn (the faulty participants of one library share one).
 
     Jobs other than participants' workers (the model export) run as
     :class:`~anpred.execution.executor.LocalExecutor` runs them. Close it (or use it as a
@@ -163,7 +170,7 @@ class ServedExecutor(LocalExecutor):
     """
 
     def __init__(self) -> None:
-        self.servers: dict[tuple[str, tuple[tuple[str, str], ...]], list[Server]] = {}
+        self.servers: dict[tuple[object, ...], list[Server]] = {}
         self.started = 0  # processes started so far (tests, benchmarks)
 
     def start(self, spec: JobSpec) -> RunningJob:
@@ -182,7 +189,10 @@ class ServedExecutor(LocalExecutor):
 
     def _server(self, spec: JobSpec) -> Server:
         env = {**os.environ, **spec.env}
-        key = (spec.python, tuple(sorted(env.items())))
+        # one library per process, as in fresh workers (TensorFlow and paddle segfault in one)
+        p = spec.participant
+        runs = (p.library, json.dumps(dict(p.settings), sort_keys=True)) if p else ("", "")
+        key = (spec.python, *runs, tuple(sorted(env.items())))
         servers = self.servers.setdefault(key, [])
         for server in list(servers):
             if not server.alive() or (server.retiring and not server.busy):
@@ -235,12 +245,13 @@ def serve(requests: IO[str], answers: IO[str]) -> int:
         os.kill(os.getpid(), signal.SIGKILL)
 
     start_watchdog(out_of_memory)
+    kept: dict[str, Any] = {}  # the last job's runner, for a next job of the same model
     for line in requests:
         if not line.strip():
             continue
         request = json.loads(line)
         _redirect(request["log"])
-        worker = Worker(Path(request["job"]), cpu_start=time.process_time())
+        worker = Worker(Path(request["job"]), cpu_start=time.process_time(), kept=kept)
         current[:] = [worker]
         code = worker.run()
         current.clear()

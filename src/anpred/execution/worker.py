@@ -25,6 +25,7 @@ reference's status says it ended.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -106,10 +107,18 @@ class Worker:
         cpu_start: This process's CPU seconds when the job began (its ``cpu`` timing
             counts from there: 0 for a process started for it, the served process's
             CPU so far for a served one, :mod:`anpred.execution.served`).
+        kept: A served process's runner of its previous job, by :meth:`_runner_key`: a job
+            of the same participant, model and transforms (the next chunk of a run) runs on
+            it instead of loading, translating and compiling the model again; this job's
+            runner is left in it when the job succeeds.
     """
 
-    def __init__(self, job_path: Path, cpu_start: float = 0.0) -> None:
+    def __init__(
+        self, job_path: Path, cpu_start: float = 0.0, kept: dict[str, Runner] | None = None
+    ) -> None:
         self.cpu_start = cpu_start
+        #: Runners kept by a served process between its jobs, by :meth:`_runner_key`.
+        self.kept: dict[str, Runner] = kept if kept is not None else {}
         self.job = WorkerJob.from_dict(ParticipantStore.load_job(job_path))
         self.store = ParticipantStore(self.job.out).create()
         self.out = self.store.folder
@@ -175,13 +184,21 @@ class Worker:
         records = self.job.transforms.get(self.job.name, [])
         transforms = Transforms(tuple(transform_from_record(r) for r in records))
         job = transforms.model(ModelJob.from_dict(self.job.model))
-        runner = runner_class(library).for_job(job)(
-            self.job.settings, transforms.node_hooks(library)
-        )
+        key = self._runner_key(records)
+        runner = self.kept.pop(key, None) if key is not None else None
+        reused = runner is not None
+        if runner is None:
+            runner = runner_class(library).for_job(job)(
+                self.job.settings, transforms.node_hooks(library)
+            )
+        self.kept.clear()  # one runner kept at most: the last job's
         self.runner = runner
         runner.on_step = lambda step: self.update(step=step)  # a converter crash is named
         self.update(step=Step.LOAD, timings={"import": round(time.perf_counter() - start, 4)})
-        runner.activate(job)
+        if reused:
+            self.status["runner"] = "kept from the process's previous job (same model)"
+        else:
+            runner.activate(job)
         self._converted_records()
         infer = transforms.wrap_infer(runner.infer)
         self.update(
@@ -225,6 +242,9 @@ class Worker:
         for input_id in later:
             self._isolate(runner, feeds[input_id], input_id, wait=True)
         self._converted_records()
+        key = self._runner_key(records)
+        if key is not None:
+            self.kept[key] = runner
         self.update(
             state=Status.NON_FINITE if nonfinite_any else Status.OK,
             step=Step.DONE,
@@ -237,6 +257,16 @@ class Worker:
             settings=runner.describe_settings(),
         )
         return 0
+
+    def _runner_key(self, records: list[Any]) -> str | None:
+        """What makes a runner reusable by another job: the library, its settings, the
+        model and the transforms (``None``: never reused, a deployment runtime's, whose
+        conversion records belong to one job's folder).
+        """
+        if get_library(self.job.library).loads == Loads.CONVERTED_ARTIFACT:
+            return None
+        what = [self.job.library, self.job.settings, self.job.model, records]
+        return json.dumps(what, sort_keys=True, default=str)
 
     def _reference_capture(self, input_id: str, wait: bool) -> dict[str, np.ndarray] | None:
         """The fp64 reference's anchors for ``input_id`` (``None``: no isolation source, or

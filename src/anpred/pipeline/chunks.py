@@ -31,10 +31,13 @@ kept, whatever the number of inputs; findings and drill-down are those of a run 
 Failures: after a participant fails in a chunk (crash, timeout, error), it is left out of
 the later chunks (a hang is not waited for chunk after chunk), and from that chunk on
 nothing is analysed or pruned early: the run's analysis reads those inputs' captures, as
-in one go, so a resumed run retries the failed participant on them. Costs: each chunk
-starts every participant's worker again (library import, model load and compilation:
-a few seconds per participant and chunk), and the observer check still covers the run's
-first inputs only.
+in one go, so a resumed run retries the failed participant on them. Workers persist
+across chunks: each participant's worker process serves its job of every chunk
+(:func:`~anpred.execution.pool.served_workers`), on the model it loaded, translated and
+compiled for the first one (restarting them cost ~12.7 CPU s per chunk for seven workers,
+issue 15); they stay alive, idle, between their jobs, so a chunked run holds every
+participant's worker in memory, not ``--parallel`` of them. The observer check still
+covers the run's first inputs only.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from anpred.analysis.oracle import OracleParams, noise_candidates
 from anpred.errors import UsageError
-from anpred.execution.pool import WorkerResult
+from anpred.execution.pool import WorkerResult, served_workers
 from anpred.participants import REFERENCE32, Participant
 from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.progress import Remaining, Say, quiet
@@ -62,7 +65,6 @@ Execute = Callable[[list[str], list[Participant], "EarlyPass | None"], dict[str,
 
 #: The early pass of a chunk's inputs, set as the chunk's analysis collects them, or ``None``.
 EarlyFor = Callable[[list[str]], "EarlyPass | None"]
-
 
 
 def check_chunk(size: int) -> int:
@@ -126,35 +128,39 @@ def run_in_chunks(
     if covered:
         say(f"chunks: {len(covered)} of {len(input_ids)} inputs analysed already (resumed)")
     remaining = Remaining(sum(map(len, chunks)))
-    for k, ids in enumerate(chunks):
-        first, last = position[ids[0]] + 1, position[ids[-1]] + 1
-        left = remaining.left()
-        say(f"chunk {k + 1}/{len(chunks)}: inputs {first}-{last} of {len(input_ids)}"
-            + (f" ({left})" if left else ""))  # fmt: skip
-        early = early_for(ids) if early_for is not None and healthy and not judged else None
-        try:
-            got = execute(ids, active, early)
-            results.update(got)
-            failed = [n for n, r in got.items() if r.failed]
-            if failed:
-                active = [p for p in active if p.name not in failed]
-                if healthy:
-                    say(
-                        f"chunk {k + 1}: {', '.join(failed)} failed; later chunks run without "
-                        "it and are analysed at the end, nothing more is pruned early"
-                    )
-                healthy = False
-            store.write_participants(
-                {n: r.to_dict() for n, r in _merged(previous, results, store, input_ids).items()}
-            )
-            if healthy and not judged:
-                _analyse_chunk(
-                    store, names, anchors, ids, input_ids[0], params, say, processes, early
+    with served_workers():  # each participant's worker serves every chunk, model loaded once
+        for k, ids in enumerate(chunks):
+            first, last = position[ids[0]] + 1, position[ids[-1]] + 1
+            left = remaining.left()
+            say(f"chunk {k + 1}/{len(chunks)}: inputs {first}-{last} of {len(input_ids)}"
+                + (f" ({left})" if left else ""))  # fmt: skip
+            early = early_for(ids) if early_for is not None and healthy and not judged else None
+            try:
+                got = execute(ids, active, early)
+                results.update(got)
+                failed = [n for n, r in got.items() if r.failed]
+                if failed:
+                    active = [p for p in active if p.name not in failed]
+                    if healthy:
+                        say(
+                            f"chunk {k + 1}: {', '.join(failed)} failed; later chunks run without "
+                            "it and are analysed at the end, nothing more is pruned early"
+                        )
+                    healthy = False
+                store.write_participants(
+                    {
+                        n: r.to_dict()
+                        for n, r in _merged(previous, results, store, input_ids).items()
+                    }
                 )
-        finally:
-            if early is not None:
-                early.close()  # a failed chunk is analysed at the end, without it
-        remaining.step(len(ids))
+                if healthy and not judged:
+                    _analyse_chunk(
+                        store, names, anchors, ids, input_ids[0], params, say, processes, early
+                    )
+            finally:
+                if early is not None:
+                    early.close()  # a failed chunk is analysed at the end, without it
+            remaining.step(len(ids))
     return _merged(previous, results, store, input_ids)
 
 
