@@ -28,6 +28,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_activation,
         ops_attention,
         ops_blocks,
+        ops_control,
         ops_conv,
         ops_conv_transpose,
         ops_detection,

@@ -106,6 +106,8 @@ def slice_(
     index = [slice(None)] * x.rank
     for axis, start, end, step in zip(axes, starts, ends, steps, strict=True):
         axis = normalize_axis(axis, x.rank)
+        if shape[axis] is None and step > 0 and starts_input is not None:
+            return _dynamic_slice(call, x, starts_input, ends_input, axes_input, steps_input)
         if shape[axis] is None:
             raise AnpredError(f"tensorflow Slice: needs static sizes (node {call.name})")
         index[_tensor_axis(x, axis)] = _bounds(start, end, step, int(shape[axis]))

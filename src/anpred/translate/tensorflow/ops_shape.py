@@ -126,5 +126,5 @@ def constant_of_shape(call: NodeCall, shape: tf.Tensor) -> tf.Tensor:
 
 @onnx_op("Range")
 def range_(call: NodeCall, start: tf.Tensor, limit: tf.Tensor, delta: tf.Tensor) -> tf.Tensor:
-    """``tf.range``."""
-    return tf.range(start, limit, delta)
+    """``tf.range`` (one-element operands, as expanded functions pass, taken as scalars)."""
+    return tf.range(*(tf.reshape(v, []) for v in (start, limit, delta)))
