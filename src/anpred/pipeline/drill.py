@@ -11,7 +11,8 @@ rewritten again for the drill graph; per-node hooks apply unchanged), so an inje
 fault is in the drill-down too. Then every operator output is judged by the oracle and
 :mod:`anpred.localization.drilldown` names the first operator that introduces the error.
 
-Everything is written under the run's ``drill/`` folder (:class:`~anpred.store.drill.DrillStore`).
+Everything is written under the run's ``drill/`` folder (:class:`~anpred.store.drill.DrillStore`);
+the judgement of the operators is :mod:`anpred.pipeline.drill_judge`'s.
 """
 
 from __future__ import annotations
@@ -19,44 +20,38 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
 
+from anpred.analysis.oracle import OracleParams
+from anpred.backends.base import ModelJob
+from anpred.calibration.stored import operator_params
 from anpred.errors import UsageError
 from anpred.execution.job import OBSERVER_KEY
 from anpred.execution.schedule import resume_workers
+from anpred.interchange.drill_graph import PACKED_INPUT, DrillGraph, build_drill_graph
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
-from anpred.participants import (
-    REFERENCE32,
-    REFERENCE64,
-    Participant,
-    parse_participant,
-    precision_classes,
-)
+from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
+from anpred.participants import REFERENCE32, REFERENCE64, Participant, parse_participant
+from anpred.pipeline.drill_judge import operator_verdicts
 from anpred.ports.spec import is_port
 from anpred.progress import Say, quiet
 from anpred.settings import ExecutionSettings
-from anpred.store import RunStore
+from anpred.store import RunStore, Status
 from anpred.store.drill import DrillStore
-from anpred.store.summary_drill import DrillDown
+from anpred.store.summary_drill import DrillDown, DrillTarget
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    import onnx
-
-    from anpred.analysis.oracle import AnchorEvidence, OracleParams
     from anpred.analysis.verdict import Verdict
-    from anpred.interchange.drill_graph import DrillGraph
     from anpred.store.participant import ParticipantStore
     from anpred.store.summary import Summary
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
-    import onnx
-
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
 
@@ -199,107 +194,6 @@ def _regenerator(run_store: RunStore, drill: DrillStore, settings: ExecutionSett
     return regenerate
 
 
-def _evidence(
-    drill_root: Path,
-    names: Sequence[str],
-    keys: Sequence[str],
-    input_ids: Sequence[str],
-    params: OracleParams,
-) -> tuple[dict[str, list[AnchorEvidence]], dict[str, dict[tuple[str, str], float]]]:
-    """Align and assess every operator anchor, one input at a time; and each
-    participant's introduced error per operator (its isolated capture vs fp64).
-
-    Lighter than the run's pass (:func:`anpred.pipeline.evidence.collect`): no dimension
-    records, no baselines; only the metrics ``params`` names.
-    """
-    from anpred.analysis.alignment import AlignmentError, align
-    from anpred.analysis.oracle import assess
-    from anpred.localization.stage_error import relative_l2
-    from anpred.store import CAPTURE, ISOLATED
-
-    store = RunStore(drill_root)
-    classes = precision_classes(names)  # each judged in its class, as in the run
-    evidence: dict[str, list[AnchorEvidence]] = {k: [] for k in keys}
-    introduced: dict[str, dict[tuple[str, str], float]] = {k: {} for k in keys}
-    for input_id in input_ids:
-        ref = store.participant(REFERENCE64).open_capture(input_id, CAPTURE)
-        if ref is None:
-            continue
-        opened = {p: store.participant(p).open_capture(input_id, CAPTURE) for p in names}
-        isolated = {p: store.participant(p).open_capture(input_id, ISOLATED) for p in names}
-        try:
-            for key in keys:
-                fp64 = ref[key].astype(np.float64)
-                aligned = {}
-                for p, capture in opened.items():
-                    if capture is None:
-                        continue
-                    try:
-                        aligned[p] = align(
-                            capture[key], fp64.shape, capture.layout(key), reference=fp64
-                        ).values
-                        iso = isolated.get(p)
-                        if iso is not None:
-                            xi = align(iso[key], fp64.shape, iso.layout(key)).values
-                            introduced[key][(p, input_id)] = relative_l2(xi, fp64)
-                    except AlignmentError:
-                        continue
-                if REFERENCE32 in aligned and len(aligned) >= 2:
-                    evidence[key].append(
-                        assess(
-                            key,
-                            input_id,
-                            aligned,
-                            aligned[REFERENCE32],
-                            fp64,
-                            params=params,
-                            classes=classes,
-                        )
-                    )
-        finally:
-            ref.close()
-            for c in [*opened.values(), *isolated.values()]:
-                if c is not None:
-                    c.close()
-    return evidence, introduced
-
-
-def operator_verdicts(
-    drill_root: Path,
-    names: Sequence[str],
-    keys: Sequence[str],
-    input_ids: Sequence[str],
-    params: OracleParams,
-) -> dict[tuple[str, str, str], Verdict]:
-    """Every (participant, operator anchor, input) of a drill-down's captures judged by the
-    oracle, each operator against the other participants' (also what ``anpred repro``'s
-    trials judge).
-
-    Args:
-        drill_root: The run directory of the drill jobs (``drill/`` or a trial's folder).
-        names: The participants to judge (their jobs finished).
-        keys: The operator anchors, in graph order.
-        input_ids: The inputs.
-        params: Oracle parameters (with per-operator calibration factors, if any).
-
-    Returns:
-        ``(participant, anchor, input id)`` → the oracle's verdict.
-    """
-    from anpred.analysis.oracle import judge_anchor
-
-    evidence, introduced = _evidence(drill_root, names, keys, input_ids, params)
-    verdicts = {}
-    for key in keys:
-        if not evidence[key]:
-            continue
-        floor = {i: x for (p, i), x in introduced[key].items() if p == REFERENCE32}
-        for v in judge_anchor(
-            evidence[key], params, introduced=introduced[key], introduced_floor=floor
-        ):
-            verdicts[(v.participant, v.anchor, v.input_id)] = v
-    return verdicts
-
-
 def run_drill(
     run_dir: Path,
     participants: Sequence[Participant],
@@ -324,31 +218,18 @@ def run_drill(
         run has no findings to drill into. A resumed run whose drill-down of the same
         (participant, stage) pairs finished reuses it.
     """
-    say = settings.say
-    import onnx
-
-    from anpred.analysis.oracle import OracleParams
-    from anpred.backends.base import ModelJob
-    from anpred.calibration.stored import operator_params
-    from anpred.interchange.drill_graph import PACKED_INPUT, build_drill_graph
-    from anpred.localization.drilldown import OpInfo, drill_targets, judge_target
-
     started = time.perf_counter()
     targets = drill_targets(summary.findings, summary.anchor_keys)
     # a user's port runs its own code, not a graph: its anchor is already one of its layers
     targets = {p: per for p, per in targets.items() if not is_port(p)}
     if not targets:
         return None
-    order = summary.anchor_keys
-    stages = sorted({s for per in targets.values() for s in per}, key=order.index)
+    earlier = _finished_earlier(run_dir, targets)
+    if earlier is not None:
+        settings.say("drill-down: already done (resumed)")
+        return earlier
     run_store = RunStore(run_dir)
     drill = DrillStore(run_dir)
-    wanted = {(p, s) for p, per in targets.items() for s in per}
-    earlier = load_drill(run_dir)
-    if earlier is not None and not earlier.reason and not earlier.failed:
-        if {(t.participant, t.stage) for t in earlier.targets} == wanted:
-            say("drill-down: already done (resumed)")
-            return earlier
     drill.clear()
 
     def done(record: DrillDown) -> DrillDown:
@@ -357,17 +238,64 @@ def run_drill(
         drill.prune_arrays()  # judged: the record holds what the report shows
         return record
 
-    export = AnchoredExport.from_dict(run_store.read_export())
+    stages = sorted({s for per in targets.values() for s in per}, key=summary.anchor_keys.index)
     try:
-        graph = build_drill_graph(
-            onnx.load(str(export.anchored_path)),
-            export.anchors,
-            export.input_name,
-            export.input_shape,
-            stages,
-        )
+        graph, drill_export = _drill_model(run_store, drill, stages)
     except UsageError as err:
         return done(DrillDown((), reason=f"cannot build the drill graph: {err}"))
+    regenerate = _regenerator(run_store, drill, settings)
+    packed = _packed_inputs(run_store, graph, summary.input_ids, regenerate, settings.say)
+    drill.remove_reference_run()
+    if not packed:
+        return done(DrillDown((), reason="the fp64 reference has no capture to start from"))
+    drill.run.write_inputs(packed, {})
+    input_ids = list(packed)
+    finished = run_store.read_participants()
+    population = [p for p in participants if p.name in finished and not _failed(finished[p.name])]
+    job = _drill_job(run_store, drill, population, graph, drill_export)
+    settings.say(
+        f"drill-down: {len(graph.ops)} operators of {', '.join(stages)} in "
+        f"{len(population)} participants + fp64 reference"
+    )
+    failed = run_with_reference(drill.root, population, job, input_ids, settings)
+    if REFERENCE64 in failed or REFERENCE32 in failed:
+        return done(DrillDown((), failed=failed, reason="the drill-down's references failed"))
+    names = [p.name for p in population if p.name not in failed]
+    params = params or OracleParams(metrics=())  # the primary metric decides; no others
+    params = operator_params(params, {o.key: o.stage for o in graph.ops})
+    verdicts = operator_verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
+    records = _judged_targets(targets, graph, verdicts, input_ids, failed)
+    return done(DrillDown(records, tuple(names), failed))
+
+
+def _finished_earlier(run_dir: Path, targets: Mapping[str, Sequence[str]]) -> DrillDown | None:
+    """The run directory's drill-down, when it finished for the same (participant, stage)
+    pairs (a resumed run reuses it); else ``None``.
+    """
+    earlier = load_drill(run_dir)
+    if earlier is None or earlier.reason or earlier.failed:
+        return None
+    wanted = {(p, s) for p, per in targets.items() for s in per}
+    return earlier if {(t.participant, t.stage) for t in earlier.targets} == wanted else None
+
+
+def _drill_model(
+    run_store: RunStore, drill: DrillStore, stages: Sequence[str]
+) -> tuple[DrillGraph, AnchoredExport]:
+    """The drill graph of ``stages`` (their operators, each an anchor), written as the
+    drill-down's anchored export.
+
+    Raises:
+        UsageError: The drill graph cannot be built.
+    """
+    export = AnchoredExport.from_dict(run_store.read_export())
+    graph = build_drill_graph(
+        onnx.load(str(export.anchored_path)),
+        export.anchors,
+        export.input_name,
+        export.input_shape,
+        stages,
+    )
     drill_export = AnchoredExport(
         drill.model_dir,
         PACKED_INPUT,
@@ -377,16 +305,19 @@ def run_drill(
     )
     _write_graphs(graph.anchored, graph.plain, drill_export)
     drill.run.write_export(drill_export.to_dict())
-    input_ids = summary.input_ids
-    regenerate = _regenerator(run_store, drill, settings)
-    packed = _packed_inputs(run_store, graph, input_ids, regenerate, say)
-    drill.remove_reference_run()
-    if not packed:
-        return done(DrillDown((), reason="the fp64 reference has no capture to start from"))
-    drill.run.write_inputs(packed, {})
-    input_ids = list(packed)
-    finished = run_store.read_participants()
-    population = [p for p in participants if p.name in finished and not _failed(finished[p.name])]
+    return graph, drill_export
+
+
+def _drill_job(
+    run_store: RunStore,
+    drill: DrillStore,
+    population: Sequence[Participant],
+    graph: DrillGraph,
+    drill_export: AnchoredExport,
+) -> dict[str, Any]:
+    """The drill-down's worker job: its model, its packed inputs and each participant's
+    transforms made to fit the drill graph (:func:`drill_transforms`).
+    """
     job: dict[str, Any] = {
         "model": ModelJob(drill_export).to_dict(),
         "inputs": str(drill.run.inputs_path),
@@ -394,34 +325,46 @@ def run_drill(
     transforms = drill_transforms(run_store, drill, population, graph, drill_export)
     if transforms:
         job[TRANSFORMS_KEY] = transforms
-    say(
-        f"drill-down: {len(graph.ops)} operators of {', '.join(stages)} in "
-        f"{len(population)} participants + fp64 reference"
-    )
+    return job
+
+
+def run_with_reference(
+    root: Path,
+    population: Sequence[Participant],
+    job: Mapping[str, Any],
+    input_ids: Sequence[str],
+    settings: ExecutionSettings,
+) -> dict[str, str]:
+    """Run ``job`` in the fp64 reference, then in ``population`` with stage isolation fed
+    from the reference's captures (the drill-down's jobs, and ``anpred repro``'s trials).
+
+    Returns:
+        Participant → why its job failed (``status at step: message``), for the failed ones.
+    """
     results = {}
     reference = parse_participant(REFERENCE64)
-    for group, source in (([reference], None), (population, drill.run.participant(REFERENCE64))):
+    source = RunStore(root).participant(REFERENCE64)
+    for group, isolation in (([reference], None), (population, source.folder)):
         results.update(
-            resume_workers(
-                drill.root,
-                group,
-                job,
-                input_ids,
-                settings,
-                isolation_source=None if source is None else source.folder,
-            )
+            resume_workers(root, group, job, input_ids, settings, isolation_source=isolation)
         )
-    failed = {
+    return {
         name: f"{r.status} at {r.step}: {r.message}"[:300]
         for name, r in results.items()
         if r.failed
     }
-    if REFERENCE64 in failed or REFERENCE32 in failed:
-        return done(DrillDown((), failed=failed, reason="the drill-down's references failed"))
-    names = [p.name for p in population if p.name not in failed]
-    params = params or OracleParams(metrics=())  # the primary metric decides; no others
-    params = operator_params(params, {o.key: o.stage for o in graph.ops})
-    verdicts = operator_verdicts(drill.root, names, [o.key for o in graph.ops], input_ids, params)
+
+
+def _judged_targets(
+    targets: Mapping[str, Sequence[str]],
+    graph: DrillGraph,
+    verdicts: Mapping[tuple[str, str, str], Verdict],
+    input_ids: Sequence[str],
+    failed: Mapping[str, str],
+) -> tuple[DrillTarget, ...]:
+    """Each flagged (participant, stage): the operator that introduces its error, judged
+    from the operators' verdicts (:func:`anpred.localization.drilldown.judge_target`).
+    """
     records = []
     for participant, per in targets.items():
         for stage in per:
@@ -434,12 +377,10 @@ def run_drill(
             if participant in failed:
                 target = replace(target, reason=f"its drill job failed ({failed[participant]})")
             records.append(target)
-    return done(DrillDown(tuple(records), tuple(names), failed))
+    return tuple(records)
 
 
 def _failed(record: Mapping[str, Any]) -> bool:
-    from anpred.store import Status
-
     return Status.parse(record.get("status")).failed
 
 

@@ -23,11 +23,11 @@ import onnx
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
 from anpred.calibration.stored import operator_params
-from anpred.execution.schedule import resume_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import REFERENCE64, Participant, parse_participant
-from anpred.pipeline.drill import operator_verdicts  # the drill-down's own judgement
+from anpred.pipeline.drill import run_with_reference
+from anpred.pipeline.drill_judge import operator_verdicts  # the drill-down's own judgement
 from anpred.progress import Say, quiet
 from anpred.repro.subgraph import BATCH_INPUT, Batch
 from anpred.settings import ExecutionSettings
@@ -199,22 +199,7 @@ def run_trial(
                                    store, export)  # fmt: skip
     if transforms:
         job[TRANSFORMS_KEY] = transforms
-    results = {}
-    reference = parse_participant(REFERENCE64)
-    for group, source in (([reference], None), (population, store.participant(REFERENCE64))):
-        results.update(
-            resume_workers(
-                root,
-                group,
-                job,
-                input_ids,
-                settings.execution,
-                isolation_source=None if source is None else source.folder,
-            )
-        )
-    failed = {
-        n: f"{r.status} at {r.step}: {r.message}"[:300] for n, r in results.items() if r.failed
-    }
+    failed = run_with_reference(root, population, job, input_ids, settings.execution)
     verdicts: dict[tuple[str, str, str], Verdict] = {}
     names = [p.name for p in population if p.name not in failed]
     if judge and REFERENCE64 not in failed:
