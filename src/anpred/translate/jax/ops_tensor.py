@@ -74,13 +74,16 @@ def tile(call: NodeCall, x: Any, repeats: Any) -> Any:
 
 @register("Shape")
 def shape_of(call: NodeCall, x: Any) -> Any:
-    """Shape as a tensor (usually folded at build time; jax shapes are static anyway)."""
+    """Shape as a NumPy array (usually folded at build time; jax shapes are static, so the
+    shape arithmetic that follows is evaluated while tracing, see
+    :mod:`anpred.translate.jax.registration`).
+    """
     start = call.attr("start", 0)
     end = call.attr("end")
-    return jnp.asarray(x.shape[start:end], dtype=index_dtype())
+    return np.asarray(x.shape[start:end], dtype=index_dtype())
 
 
 @register("Size")
 def size_of(call: NodeCall, x: Any) -> Any:
     """Return the number of elements as a scalar tensor."""
-    return jnp.asarray(math.prod(x.shape), dtype=index_dtype())
+    return np.asarray(math.prod(x.shape), dtype=index_dtype())

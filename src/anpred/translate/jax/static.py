@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from anpred.errors import UsageError
@@ -30,6 +31,8 @@ def static_value(call: NodeCall, index: int, tensor: Any, what: str) -> np.ndarr
     if tensor is None:
         return None
     value = call.const(index)
+    if value is None and not isinstance(tensor, jax.core.Tracer):
+        value = np.asarray(tensor)  # computed while tracing (shape arithmetic)
     if value is None:
         raise UsageError(
             f"{call.op_type} {what} of node {call.name} must be static (an initializer, a "
