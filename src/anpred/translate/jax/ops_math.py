@@ -143,3 +143,9 @@ def top_k(call: NodeCall, x: Any, k: Any) -> tuple[Any, Any]:
     values, indices = lax.top_k(moved if largest else -moved, count)
     values = values if largest else -values
     return jnp.moveaxis(values, -1, axis), jnp.moveaxis(indices, -1, axis).astype(index_dtype())
+
+
+@register("Det")
+def det(call: NodeCall, x: Any) -> Any:
+    """ONNX Det of (batches of) square matrices: ``jnp.linalg.det``."""
+    return jnp.linalg.det(x)

@@ -93,3 +93,14 @@ def lrn(call: NodeCall, x: Any) -> Any:
         padding=((0, 0), (win.before, win.after), *([(0, 0)] * spatial)),
     )
     return x / jnp.power(win.bias + (win.alpha / win.size) * total, win.beta)
+
+
+@register("MeanVarianceNormalization")
+def mean_variance_norm(call: NodeCall, x: Any) -> Any:
+    """ONNX MeanVarianceNormalization over ``axes`` (default N, H, W), as its function body:
+    ``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)``.
+    """
+    axes = tuple(int(a) % x.ndim for a in call.attr("axes", [0, 2, 3]))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    variance = jnp.mean(x * x, axis=axes, keepdims=True) - mean * mean
+    return (x - mean) / (jnp.sqrt(variance) + jnp.asarray(1e-9, x.dtype))
