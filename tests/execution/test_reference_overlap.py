@@ -150,6 +150,8 @@ def test_an_overlapping_reference_isolates_every_input_as_a_reference_run_first(
         isolated[name] = {i: store.load_capture(i, ISOLATED) for i in ids}
         plain = [PLAIN_KEY in store.load_capture(i) for i in ids]
         assert plain == [True] * OBSERVER_INPUTS + [False]  # the observer check's sample
+        reference = RunStore(out).participant(REFERENCE64)  # not judged: no plain model
+        assert not any(PLAIN_KEY in reference.load_capture(i) for i in ids)
     for input_id, arrays in isolated["overlap"].items():
         for key, value in arrays.items():
             np.testing.assert_array_equal(value, isolated["first"][input_id][key])
