@@ -21,6 +21,29 @@ def _capture(tmp_path: Path, arrays: dict[str, np.ndarray]) -> tuple[Path, Path]
     return npz, meta
 
 
+def test_members_hold_what_write_array_writes(tmp_path: Path) -> None:
+    """Arrays written from their own buffer: each member's bytes are ``write_array``'s."""
+    import io
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "f32": rng.standard_normal((1, 4, 5, 5)).astype(np.float32),
+        "f64": rng.standard_normal((3, 5)),
+        "fortran": np.asfortranarray(rng.standard_normal((4, 6)).astype(np.float32)),
+        "strided": rng.standard_normal((6, 6))[::2, 1:],
+        "bool": np.array([True, False, True]),
+        "scalar": np.array(2.5, dtype=np.float16),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+    }
+    npz = tmp_path / "x.npz"
+    write_arrays(npz, arrays)
+    with zipfile.ZipFile(npz) as archive:
+        for key, array in arrays.items():
+            expected = io.BytesIO()
+            np.lib.format.write_array(expected, array, allow_pickle=False)
+            assert archive.read(f"{key}.npy") == expected.getvalue(), key
+
+
 def test_reader_returns_what_np_load_returns(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     arrays = {
