@@ -34,6 +34,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
     from anpred.translate.jax import (  # noqa: F401  (imports register the translators)
         ops_activation,
         ops_attention,
+        ops_control,
         ops_conv_transpose,
         ops_elementwise,
         ops_grid,
