@@ -183,9 +183,11 @@ class ParticipantStore:
     def finished_inputs(self, kind: str = CAPTURE) -> list[str]:
         """Ids of the inputs whose capture of ``kind`` is done, sorted."""
         suffix = f".{kind}.json"
-        if not self.folder.is_dir():
+        try:  # a listing, not Path.glob (~10x cheaper): the pool asks while workers run
+            names = os.listdir(self.folder)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(p.name[: -len(suffix)] for p in self.folder.glob(f"*{suffix}"))
+        return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix))
 
     def pruned_keys(self, input_id: str, kind: str = CAPTURE) -> list[str]:
         """Arrays of one capture removed by :meth:`prune_capture` (``[]``: none, or not done)."""
