@@ -50,6 +50,10 @@ def concat(call: NodeCall, *values: TFValue) -> TFValue:
 def split(call: NodeCall, x: TFValue, sizes: TFValue | None = None) -> tuple[TFValue, ...]:
     """``tf.split`` by sizes (input from opset 13, attribute before) or into equal parts."""
     axis = normalize_axis(int(call.attr("axis", 0)), x.rank)
+    if call.opset >= 13 and sizes is not None and call.const(1) is None:
+        count = len(call.output_shapes)  # sizes fed at run time: split in ONNX's layout
+        pieces = tf.split(x.nchw(), tf.reshape(sizes.tensor, [-1]), axis, num=count)
+        return tuple(TFValue(p, NCHW) for p in pieces)
     if call.opset >= 13:
         parts = _static(call, 1, "split sizes") if sizes is not None else None
     else:

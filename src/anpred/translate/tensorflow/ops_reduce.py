@@ -41,9 +41,30 @@ def _axes(call: NodeCall, rank: int, has_axes_input: bool) -> list[int] | None:
     return sorted(normalize_axis(a, rank) for a in axes)
 
 
+def _axes_are_input(call: NodeCall) -> bool:
+    return call.opset >= _AXES_INPUT_SINCE.get(call.op_type, 18)
+
+
+def _dynamic_reduce(
+    call: NodeCall, reduce: Callable[..., tf.Tensor], x: TFValue, axes_input: TFValue
+) -> TFValue:
+    """Reduce over run-time ``axes`` (a tensor) in ONNX's layout; empty axes reduce every
+    axis, or none with ``noop_with_empty_axes`` (``tf.cond`` on the axes' size).
+    """
+    rank = x.rank
+    axes = tf.math.floormod(tf.cast(tf.reshape(axes_input.nchw(), [-1]), tf.int64), rank)
+    if not call.attr("noop_with_empty_axes", 0):
+        everything = tf.range(rank, dtype=tf.int64)
+        axes = tf.cond(tf.size(axes) > 0, lambda: axes, lambda: everything)
+    keepdims = bool(call.attr("keepdims", 1))
+    return TFValue(reduce(x.nchw(), axis=axes, keepdims=keepdims), NCHW)
+
+
 def _register_reduce(op_type: str, reduce: Callable[..., tf.Tensor]) -> None:
     @layout_op(op_type)
     def translate(call: NodeCall, x: TFValue, axes_input: TFValue | None = None) -> TFValue:
+        if axes_input is not None and call.const(1) is None and _axes_are_input(call):
+            return _dynamic_reduce(call, reduce, x, axes_input)
         axes = _axes(call, x.rank, axes_input is not None)
         if axes == []:
             return TFValue(tf.identity(x.tensor), x.layout)

@@ -68,7 +68,15 @@ def _axes(call: NodeCall, has_axes_input: bool) -> list[int] | None:
 
 @onnx_op("Squeeze")
 def squeeze(call: NodeCall, x: tf.Tensor, axes: tf.Tensor | None = None) -> tf.Tensor:
-    """``tf.squeeze`` of the given axes (all size-1 axes when none are given)."""
+    """``tf.squeeze`` of the given axes (all size-1 axes when none are given); axes fed at
+    run time drop their dimensions from the shape (``tf.reshape``).
+    """
+    if axes is not None and call.opset >= 13 and call.const(1) is None:
+        rank = int(x.shape.rank)
+        drop = tf.math.floormod(tf.cast(tf.reshape(axes, [-1]), tf.int64), rank)
+        hit = tf.reduce_any(tf.equal(tf.range(rank, dtype=tf.int64)[:, None], drop[None]), 1)
+        shape = tf.boolean_mask(tf.shape(x, out_type=tf.int64), tf.logical_not(hit))
+        return tf.ensure_shape(tf.reshape(x, shape), [None] * (rank - int(axes.shape[0])))
     wanted = _axes(call, axes is not None)
     if not wanted:
         return tf.squeeze(x)
@@ -78,7 +86,16 @@ def squeeze(call: NodeCall, x: tf.Tensor, axes: tf.Tensor | None = None) -> tf.T
 
 @onnx_op("Unsqueeze")
 def unsqueeze(call: NodeCall, x: tf.Tensor, axes: tf.Tensor | None = None) -> tf.Tensor:
-    """Insert size-1 axes at the given positions of the output."""
+    """Insert size-1 axes at the given positions of the output (``tf.reshape`` to a
+    computed shape when the axes are fed at run time).
+    """
+    if axes is not None and call.opset >= 13 and call.const(1) is None:
+        out_rank = int(x.shape.rank) + int(axes.shape[0])
+        new = tf.math.floormod(tf.cast(tf.reshape(axes, [-1]), tf.int64), out_rank)
+        hit = tf.reduce_any(tf.equal(tf.range(out_rank, dtype=tf.int64)[:, None], new[None]), 1)
+        source = tf.cumsum(tf.cast(tf.logical_not(hit), tf.int64)) - 1
+        dims = tf.gather(tf.shape(x, out_type=tf.int64), tf.maximum(source, 0))
+        return tf.reshape(x, tf.where(hit, tf.ones_like(dims), dims))
     wanted = _axes(call, axes is not None) or []
     out_rank = int(x.shape.rank) + len(wanted)
     for axis in sorted(normalize_axis(a, out_rank) for a in wanted):
