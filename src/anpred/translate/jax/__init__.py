@@ -45,6 +45,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_nn,
         ops_norm,
         ops_recurrent,
+        ops_recurrent_state,
         ops_reduce,
         ops_resize,
         ops_scatter,
