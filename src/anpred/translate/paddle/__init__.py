@@ -32,6 +32,7 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_math",
     "anpred.translate.paddle.ops_matmul",
     "anpred.translate.paddle.ops_nn",
+    "anpred.translate.paddle.ops_quant",
     "anpred.translate.paddle.ops_norm",
     "anpred.translate.paddle.ops_pool",
     "anpred.translate.paddle.ops_recurrent",

@@ -1,4 +1,6 @@
-"""Detection paddle translators on ``paddle.vision.ops``: NonMaxSuppression, DeformConv."""
+"""Detection paddle translators on ``paddle.vision.ops``: NonMaxSuppression, DeformConv,
+RoiAlign.
+"""
 
 from __future__ import annotations
 
@@ -103,3 +105,29 @@ def deform_conv(
         for xg, wg, og, mg in zip(*parts, masks, strict=True)
     ])  # fmt: skip
     return y if b is None else y + paddle.reshape(b, [1, -1, 1, 1])
+
+
+@register("paddle", "RoiAlign", since=16)
+def roi_align(call: NodeCall, x: Tensor, rois: Tensor, batch_indices: Tensor) -> Tensor:
+    """ONNX RoiAlign (``mode="avg"``): ``paddle.vision.ops.roi_align``; ``half_pixel``
+    coordinates are its ``aligned=True``, ``sampling_ratio`` 0 (adaptive) its -1.
+
+    Paddle takes the boxes grouped by image with a count per image: they are sorted by
+    batch index (stably) and the results put back in ONNX's order.
+    """
+    if call.attr("mode", "avg") != "avg":
+        raise NotImplementedError("RoiAlign mode=max: paddle's roi_align averages only")
+    index = paddle.cast(batch_indices, "int64")
+    order = paddle.argsort(index, stable=True)
+    counts = paddle.bincount(index, minlength=int(x.shape[0]))
+    ratio = int(call.attr("sampling_ratio", 0))
+    pooled = paddle.vision.ops.roi_align(
+        x,
+        paddle.gather(rois, order),
+        paddle.cast(counts, "int32"),
+        (int(call.attr("output_height", 1)), int(call.attr("output_width", 1))),
+        spatial_scale=float(np.float32(call.attr("spatial_scale", 1.0))),
+        sampling_ratio=ratio if ratio > 0 else -1,
+        aligned=call.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel",
+    )
+    return paddle.gather(pooled, paddle.argsort(order))

@@ -150,3 +150,11 @@ def _arg(pick: Any) -> Any:
 
 register("paddle", "ArgMax")(_arg(paddle.argmax))  # the first maximum, as ONNX
 register("paddle", "ArgMin")(_arg(paddle.argmin))
+
+
+@register("paddle", "SwiGLU")
+def swiglu(call: NodeCall, a: Tensor, b: Tensor) -> Tensor:
+    """ONNX SwiGLU ``a * sigmoid(alpha * a) * b``; ``F.silu`` for ``alpha`` 1."""
+    alpha = _f32(call, "alpha", 1.0)
+    gate = F.silu(a) if alpha == 1.0 else a * F.sigmoid(a * alpha)
+    return gate * b
