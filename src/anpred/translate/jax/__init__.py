@@ -36,6 +36,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_attention,
         ops_control,
         ops_conv_transpose,
+        ops_deform,
         ops_elementwise,
         ops_grid,
         ops_index,
