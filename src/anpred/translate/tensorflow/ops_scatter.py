@@ -1,13 +1,16 @@
-"""Scatter and selection TensorFlow translators, in ONNX's layout.
+"""Scatter and selection TensorFlow translators, in ONNX's layout (Unique too).
 
-ScatterElements/Scatter, ScatterND and TensorScatter write through
-``tf.tensor_scatter_nd_update``/``_add``/``_max``/``_min``; TensorFlow has no scatter with
-multiplication, so ``reduction="mul"`` is composed as ``x * tf.math.unsorted_segment_prod``
-of the updates per target element. Compress, ReverseSequence and EyeLike use
-``tf.gather``, ``tf.reverse_sequence`` and comparisons of ``tf.range``.
+ScatterElements/Scatter, ScatterND, TensorScatter and MaxUnpool write through
+``tf.scatter_nd`` / ``tf.tensor_scatter_nd_update`` (``_add``, ``_max``, ``_min``);
+TensorFlow has no scatter with multiplication, so ``reduction="mul"`` is composed as
+``x * tf.math.unsorted_segment_prod`` of the updates per target element. Compress,
+ReverseSequence and EyeLike use ``tf.gather``, ``tf.reverse_sequence`` and comparisons
+of ``tf.range``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import onnx_op
@@ -145,3 +148,76 @@ def eye_like(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
     rows = tf.range(shape[0])[:, None]
     cols = tf.range(shape[1])[None, :]
     return tf.cast(tf.equal(cols - rows, int(call.attr("k", 0))), dtype)
+
+
+def _sorted_order(rows: tf.Tensor, width: int) -> tf.Tensor:
+    """Lexicographic order of the rows of a 2-D tensor (stable ``tf.argsort`` per column,
+    last column first).
+    """
+    order = tf.range(tf.shape(rows)[0])
+    for column in reversed(range(width)):
+        keys = tf.gather(rows[:, column], order)
+        order = tf.gather(order, tf.argsort(keys, stable=True))
+    return order
+
+
+@onnx_op("Unique", since=11)
+def unique(call: NodeCall, x: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """ONNX Unique: values (sorted, or in order of first occurrence with ``sorted=0``),
+    first indices, inverse indices and counts; along ``axis`` or over the flattened input.
+
+    ``tf.raw_ops.UniqueV2`` gives the values in order of first occurrence and the inverse;
+    counts and first indices are ``tf.math.unsorted_segment_sum``/``_min`` over it; sorting
+    reorders them by the lexicographic order of the values (:func:`_sorted_order`).
+    """
+    axis = call.attr("axis")
+    if axis is None:
+        x, axis = tf.reshape(x, [-1]), 0
+    axis = int(axis) % x.shape.rank
+    moved = tf.experimental.numpy.moveaxis(x, axis, 0)
+    values, inverse = tf.raw_ops.UniqueV2(x=moved, axis=tf.constant([0], tf.int64))
+    inverse = tf.cast(inverse, tf.int64)
+    count = tf.shape(values)[0]
+    positions = tf.range(tf.shape(inverse, out_type=tf.int64)[0])
+    first = tf.math.unsorted_segment_min(positions, inverse, count)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(positions), inverse, count)
+    if call.attr("sorted", 1):
+        width = int(np.prod(moved.shape.as_list()[1:], dtype=np.int64))
+        order = _sorted_order(tf.reshape(values, [count, width]), width)
+        rank = tf.cast(tf.math.invert_permutation(order), tf.int64)
+        values, first, counts = (tf.gather(t, order) for t in (values, first, counts))
+        inverse = tf.gather(rank, inverse)
+    values = tf.experimental.numpy.moveaxis(values, 0, axis)
+    return values, first, inverse, counts
+
+
+@onnx_op("MaxUnpool", since=9)
+def max_unpool(
+    call: NodeCall, x: tf.Tensor, indices: tf.Tensor, output_shape: tf.Tensor | None = None
+) -> tf.Tensor:
+    """ONNX MaxUnpool: each value to its flat index (MaxPool's Indices) in a zero tensor
+    (``tf.scatter_nd``); the output shape is the ``output_shape`` input when given, else
+    ``(in - 1) * stride + kernel - pads``.
+    """
+    if output_shape is not None:
+        shape = tf.cast(tf.reshape(output_shape, [-1]), tf.int64)
+    else:
+        nd = x.shape.rank - 2
+        kernel = [int(k) for k in call.attr("kernel_shape")]
+        strides = [int(s) for s in call.attr("strides", [1] * nd)]
+        pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
+        dims = x.shape.as_list()
+        shape = tf.constant(
+            dims[:2]
+            + [
+                (n - 1) * s + k - pads[i] - pads[i + nd]
+                for i, (n, s, k) in enumerate(zip(dims[2:], strides, kernel, strict=True))
+            ],
+            tf.int64,
+        )
+    flat = tf.scatter_nd(
+        tf.reshape(tf.cast(indices, tf.int64), [-1, 1]),
+        tf.reshape(x, [-1]),
+        tf.reduce_prod(shape)[None],
+    )
+    return tf.reshape(flat, shape)
