@@ -17,11 +17,23 @@ from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import axes_of, normalize_axes
 from anpred.translate.registry import NodeCall
 
+
+def _extreme(dtype: Any, lowest: bool) -> Any:
+    """The identity of max (``lowest``) or min: -inf/+inf, or the integer type's bound."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return -jnp.inf if lowest else jnp.inf
+    if dtype == jnp.bool_:
+        return not lowest
+    info = jnp.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
 _REDUCTIONS = {
     "ReduceMean": jnp.mean,
     "ReduceSum": jnp.sum,
-    "ReduceMax": jnp.max,
-    "ReduceMin": jnp.min,
+    # an empty set reduces to the identity (-inf for max, +inf for min), as ONNX specifies
+    "ReduceMax": lambda x, **kw: jnp.max(x, initial=_extreme(x.dtype, True), **kw),
+    "ReduceMin": lambda x, **kw: jnp.min(x, initial=_extreme(x.dtype, False), **kw),
     "ReduceProd": jnp.prod,
 }
 
