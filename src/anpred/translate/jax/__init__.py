@@ -52,6 +52,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_scatter,
         ops_spatial,
         ops_tensor,
+        ops_text,
         ops_unpool,
     )
     from anpred.translate.jax.adapter import JaxAdapter
