@@ -79,6 +79,11 @@ NODE_TESTS = (
     "test_dequantizelinear_axis",
     "test_roialign_aligned_false",
     "test_swiglu_alpha",
+    "test_dft_axis",  # onnxruntime 1.32 is "wrong" on the DFT/STFT tests
+    "test_dft_inverse_opset19",
+    "test_dft_irfft",
+    "test_dft_rfft",
+    "test_stft_with_window",
 )
 
 

@@ -39,6 +39,7 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_reduce",
     "anpred.translate.paddle.ops_resize",
     "anpred.translate.paddle.ops_spatial",
+    "anpred.translate.paddle.ops_spectral",
     "anpred.translate.paddle.ops_tensor",
     "anpred.translate.paddle.ops_text",
     "anpred.translate.paddle.ops_transformer",
