@@ -32,6 +32,10 @@ from anpred.calibration.stored import operator_params
 from anpred.errors import UsageError
 from anpred.execution.job import OBSERVER_KEY
 from anpred.execution.schedule import resume_workers
+from anpred.inject.onnx_rewrite import rewrite_model
+from anpred.inject.plan import PlannedFault
+from anpred.inject.stages import node_key
+from anpred.inject.transforms import FAULT_KEY, FaultyGraphs, emulates_casts
 from anpred.interchange.drill_graph import PACKED_INPUT, DrillGraph, build_drill_graph
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
@@ -74,11 +78,6 @@ def drill_transforms(
     the drill graph: a fault's rewritten graphs are rewritten from the drill graph (only
     the fault's nodes inside it; none there: no transform); other records go unchanged.
     """
-    from anpred.inject.onnx_rewrite import rewrite_model
-    from anpred.inject.plan import PlannedFault
-    from anpred.inject.stages import node_key
-    from anpred.inject.transforms import FAULT_KEY, FaultyGraphs, emulates_casts
-
     present = {node_key(n) for n in graph.anchored.graph.node}
     planned: dict[str, list[dict[str, Any]]] = {}
     for p in participants:

@@ -21,11 +21,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
+from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import CLASS_FACTOR, NOISE_FACTOR
+from anpred.inject.onnx_rewrite import rewrite_model
+from anpred.inject.plan import PlannedFault
+from anpred.inject.transforms import FAULT_KEY, FaultyGraphs, emulates_casts
+from anpred.library import get_library
 from anpred.library.precision import FP32, ideal_reference
+from anpred.machine import describe_machine
 from anpred.participants import REFERENCE32, REFERENCE64, precision_of
 from anpred.progress import Say
+from anpred.repro.bisect import bisect_finding
+from anpred.repro.readme import title_of, write_readme
+from anpred.repro.scripts import NoScript, script_for
 from anpred.repro.subgraph import StageCases, input_names, prefix, standalone_model
+from anpred.repro.verify import verify
+from anpred.store import RunStore
 from anpred.store.files import write_json
 from anpred.store.repro_record import ReproRecord, Status, write_record
 
@@ -36,9 +47,6 @@ if TYPE_CHECKING:
 
 def _aligned(trial_root: Path, participant: str, input_id: str, key: str,
              reference: np.ndarray) -> np.ndarray | None:  # fmt: skip
-    from anpred.analysis.alignment import AlignmentError, align
-    from anpred.store import RunStore
-
     capture = RunStore(trial_root).participant(participant).open_capture(input_id)
     if capture is None:
         return None
@@ -71,10 +79,6 @@ def _with_fault(model: onnx.ModelProto, context: RunContext, participant: str) -
     inside anpred's translators has no graph form: the model stays clean, and the script
     shows no error (reported as not reproduced).
     """
-    from anpred.inject.onnx_rewrite import rewrite_model
-    from anpred.inject.plan import PlannedFault
-    from anpred.inject.transforms import FAULT_KEY, FaultyGraphs, emulates_casts
-
     library = participant.split("!", 1)[0].split("[", 1)[0]
     for record in context.settings.transforms.get(participant, []):
         if record.get("kind") != FaultyGraphs.kind:
@@ -139,12 +143,6 @@ def write_folder(folder: Path, context: RunContext, reduction: Reduction,
     """Write one finding's folder and verify it (module doc)."""
     import shutil
 
-    from anpred.library import get_library
-    from anpred.machine import describe_machine
-    from anpred.repro.readme import title_of, write_readme
-    from anpred.repro.scripts import NoScript, script_for
-    from anpred.repro.verify import verify
-
     symptom = reduction.symptom
     participant = next(p for p in context.settings.population if p.name == symptom.participant)
     library = get_library(participant.library)
@@ -189,8 +187,6 @@ def write_folder(folder: Path, context: RunContext, reduction: Reduction,
             for name, data in script.files.items():
                 (folder / name).write_bytes(data)
             if options.bisect:
-                from anpred.repro.bisect import bisect_finding
-
                 found = bisect_finding(context, reduction, floor["threshold"], say)
                 record = replace(record, bisect=found)
             if options.verify:

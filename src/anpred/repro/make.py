@@ -24,11 +24,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from anpred.analysis.oracle import OracleParams
+from anpred.backends.base import ModelJob
+from anpred.calibration.stored import with_stored_calibration
 from anpred.errors import UsageError
-from anpred.interchange.drill_graph import DrillGraph, build_drill_graph
+from anpred.execution.schedule import resume_workers
+from anpred.interchange.drill_graph import PACKED_INPUT, DrillGraph, build_drill_graph
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import REFERENCE64, parse_participant
 from anpred.progress import Say, quiet
+from anpred.report.html import write_report
 from anpred.repro.folder import write_folder
 from anpred.repro.reduce import Reducer, Reduction
 from anpred.repro.subgraph import StageCases
@@ -48,6 +53,7 @@ from anpred.store.repro_record import (
     load_reproducers,
     write_index,
 )
+from anpred.store.summary import Summary
 from anpred.store.summary_drill import DrillDown
 
 
@@ -148,10 +154,6 @@ def _fp64_values(
     context_root: Path, graph: DrillGraph, packed: dict[str, np.ndarray], settings: TrialSettings
 ) -> dict[str, dict[str, np.ndarray]]:
     """The fp64 reference's value of every operator anchor of the drill graph, per input."""
-    from anpred.backends.base import ModelJob
-    from anpred.execution.schedule import resume_workers
-    from anpred.interchange.drill_graph import PACKED_INPUT
-
     root = context_root / "fp64"
     if root.exists():
         shutil.rmtree(root)
@@ -205,9 +207,6 @@ def model_ops(store: RunStore) -> int:
 
 def prepare(run_dir: Path, options: ReproOptions, say: Say = quiet) -> RunContext:
     """Everything the findings of ``run_dir`` share (module doc, step 1)."""
-    from anpred.analysis.oracle import OracleParams
-    from anpred.calibration.stored import with_stored_calibration
-
     drill = load_drill_down(run_dir)
     store = RunStore(run_dir)
     graph = _drill_graph(store, drill)
@@ -281,9 +280,6 @@ def status_of(reduction: Reduction) -> str:
 
 def _refresh_report(run_dir: Path, say: Say) -> None:
     """Render the run's report again: each drilled finding links to its reproducer."""
-    from anpred.report.html import write_report
-    from anpred.store.summary import Summary
-
     store = RunStore(run_dir)
     path = write_report(run_dir, Summary.from_dict(store.read_summary()))
     say(f"repro: report {path} links the reproducers")

@@ -23,6 +23,9 @@ import onnx
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
 from anpred.calibration.stored import operator_params
+from anpred.inject.onnx_rewrite import rewrite_model
+from anpred.inject.plan import PlannedFault
+from anpred.inject.transforms import FAULT_KEY, FaultNodeHooks, FaultyGraphs, emulates_casts
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.transform import TRANSFORMS_KEY
 from anpred.participants import REFERENCE64, Participant, parse_participant
@@ -127,10 +130,6 @@ def _batch_transforms(
     """The participants' transforms made to fit the batch graph: a fault hits every copy
     of its nodes (none in the batch: no transform); other records go unchanged.
     """
-    from anpred.inject.onnx_rewrite import rewrite_model
-    from anpred.inject.plan import PlannedFault
-    from anpred.inject.transforms import FAULT_KEY, FaultNodeHooks, FaultyGraphs, emulates_casts
-
     planned: dict[str, list[dict[str, Any]]] = {}
     for p in settings.population:
         records = []
