@@ -16,8 +16,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-
 from anpred.errors import AnpredError
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import onnx_op
@@ -135,21 +133,24 @@ def grid_sample(call: NodeCall, x: tf.Tensor, grid: tf.Tensor) -> tf.Tensor:
 
 @onnx_op("AffineGrid", since=20)
 def affine_grid(call: NodeCall, theta: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
-    """ONNX AffineGrid: the sampling grid of 2-D or 3-D affine matrices (``theta @ [x; 1]``)."""
-    static = call.const(1)
-    if static is None:
-        raise AnpredError(f"tensorflow AffineGrid: size must be static (node {call.name})")
-    dims = [int(v) for v in np.asarray(static).reshape(-1)][2:]
+    """ONNX AffineGrid: the sampling grid of 2-D or 3-D affine matrices (``theta @ [x; 1]``),
+    the base grid built from ``size`` (static or run-time) with ``tf.range``/``tf.meshgrid``.
+    """
+    nd = int(size.shape[0]) - 2
+    dims = tf.cast(tf.reshape(size, [-1])[2:], tf.int64)
     align = bool(call.attr("align_corners", 0))
     axes = []
-    for d in dims:
-        steps = np.arange(d, dtype=np.float64)
+    for i in range(nd):
+        d = dims[i]
+        steps = tf.cast(tf.range(d), theta.dtype)
+        count = tf.cast(d, theta.dtype)
         if align:
-            axes.append(np.zeros(1) if d == 1 else steps * 2 / (d - 1) - 1)
+            spread = steps * 2 / tf.maximum(count - 1, 1) - 1
+            axes.append(tf.where(d == 1, tf.zeros_like(steps), spread))
         else:
-            axes.append((2 * steps + 1) / d - 1)
-    mesh = np.meshgrid(*axes, indexing="ij")  # per axis, outermost first
-    base = np.stack([*mesh[::-1], np.ones_like(mesh[0])], -1).reshape(-1, len(dims) + 1)
-    base_t = tf.constant(base, theta.dtype)
-    out = tf.linalg.matmul(base_t[None], theta, transpose_b=True)  # (N, points, nd)
-    return tf.reshape(out, [-1, *dims, len(dims)])
+            axes.append((2 * steps + 1) / count - 1)
+    mesh = tf.meshgrid(*axes, indexing="ij")  # per axis, outermost first
+    base = tf.stack([*mesh[::-1], tf.ones_like(mesh[0])], -1)
+    base = tf.reshape(base, [1, -1, nd + 1])
+    out = tf.linalg.matmul(base, theta, transpose_b=True)  # (N, points, nd)
+    return tf.reshape(out, tf.concat([[-1], dims, [nd]], 0))

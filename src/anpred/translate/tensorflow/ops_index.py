@@ -93,7 +93,9 @@ def slice_(
 ) -> TFValue:
     """Strided slice with ONNX's clamping (negative and huge bounds, negative steps)."""
     if call.opset >= 10:
-        if call.const(1) is None or call.const(2) is None:
+        dynamic = [call.const(i) is None and v is not None for i, v in enumerate(
+            (x, starts_input, ends_input, axes_input, steps_input)) if i]  # fmt: skip
+        if any(dynamic):
             return _dynamic_slice(call, x, starts_input, ends_input, axes_input, steps_input)
         starts = _static(call, 1, "starts")
         ends = _static(call, 2, "ends")
@@ -110,7 +112,7 @@ def slice_(
     index = [slice(None)] * x.rank
     for axis, start, end, step in zip(axes, starts, ends, steps, strict=True):
         axis = normalize_axis(axis, x.rank)
-        if shape[axis] is None and step > 0 and starts_input is not None:
+        if shape[axis] is None and starts_input is not None:
             return _dynamic_slice(call, x, starts_input, ends_input, axes_input, steps_input)
         if shape[axis] is None:
             raise AnpredError(f"tensorflow Slice: needs static sizes (node {call.name})")
@@ -126,33 +128,35 @@ def _dynamic_slice(
     axes_input: TFValue | None,
     steps_input: TFValue | None,
 ) -> TFValue:
-    """Slice with run-time starts and ends (static axes and positive static steps):
-    ``tf.strided_slice`` of the ONNX-layout tensor, bounds clamped with ``tf.clip_by_value``.
+    """Slice with run-time starts, ends, axes or steps: ``tf.strided_slice`` of the
+    ONNX-layout tensor, the bounds clamped as ONNX says (computed as tensors).
     """
-    axes = _static(call, 3, "axes") if axes_input is not None else None
-    steps = _static(call, 4, "steps") if steps_input is not None else None
-    count = int(starts_input.tensor.shape[0])  # type: ignore[union-attr]
-    axes = list(range(count)) if axes is None else axes
-    steps = [1] * count if steps is None else steps
-    if any(step <= 0 for step in steps):
-        raise AnpredError(
-            f"tensorflow Slice: run-time starts/ends need positive static steps (node {call.name})"
-        )
     t = x.nchw()
+    rank = x.rank
     dims = tf.shape(t, out_type=tf.int64)
-    begin = [tf.constant(0, tf.int64)] * x.rank
-    end = [dims[a] for a in range(x.rank)]
-    stride = [1] * x.rank
-    starts = tf.cast(starts_input.tensor, tf.int64)  # type: ignore[union-attr]
-    ends = tf.cast(ends_input.tensor, tf.int64)  # type: ignore[union-attr]
-    for i, (axis, step) in enumerate(zip(axes, steps, strict=True)):
-        axis = normalize_axis(axis, x.rank)
-        dim = dims[axis]
-        first, last = starts[i], ends[i]
-        first = tf.clip_by_value(tf.where(first < 0, first + dim, first), 0, dim)
-        last = tf.clip_by_value(tf.where(last < 0, last + dim, last), 0, dim)
-        begin[axis], end[axis], stride[axis] = first, last, step
-    return TFValue(tf.strided_slice(t, tf.stack(begin), tf.stack(end), stride), NCHW)
+    starts = tf.cast(tf.reshape(starts_input.tensor, [-1]), tf.int64)  # type: ignore[union-attr]
+    ends = tf.cast(tf.reshape(ends_input.tensor, [-1]), tf.int64)  # type: ignore[union-attr]
+    if axes_input is None:
+        axes = tf.range(tf.size(starts, out_type=tf.int64))
+    else:
+        axes = tf.math.floormod(tf.cast(tf.reshape(axes_input.tensor, [-1]), tf.int64), rank)
+    if steps_input is None:
+        steps = tf.ones_like(starts)
+    else:
+        steps = tf.cast(tf.reshape(steps_input.tensor, [-1]), tf.int64)
+    dim = tf.gather(dims, axes)
+    first = tf.where(starts < 0, starts + dim, starts)
+    last = tf.where(ends < 0, ends + dim, ends)
+    forward = steps > 0
+    first = tf.where(forward, tf.clip_by_value(first, 0, dim), tf.clip_by_value(first, 0, dim - 1))
+    last = tf.where(forward, tf.clip_by_value(last, 0, dim), tf.clip_by_value(last, -1, dim - 1))
+    last = tf.where(tf.logical_and(~forward, last < 0), -dim - 1, last)  # through index 0
+    where = axes[:, None]
+    begin = tf.tensor_scatter_nd_update(tf.zeros([rank], tf.int64), where, first)
+    end = tf.tensor_scatter_nd_update(dims, where, last)
+    stride = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int64), where, steps)
+    y = tf.strided_slice(t, begin, end, stride)
+    return TFValue(tf.ensure_shape(y, [None] * rank), NCHW)
 
 
 @onnx_op("Gather")
