@@ -84,6 +84,8 @@ NODE_TESTS = (
     "test_dft_irfft",
     "test_dft_rfft",
     "test_stft_with_window",
+    "test_optional_has_element_optional_input",
+    "test_optional_get_element_tensor",
 )
 
 

@@ -1,4 +1,5 @@
-"""Control-flow paddle translators: If, Loop, Scan, as Python control flow around paddle.
+"""Control-flow paddle translators: If, Loop, Scan, as Python control flow around paddle;
+OptionalHasElement / OptionalGetElement of tensors.
 
 Each subgraph runs as its own program through the paddle translators
 (:mod:`anpred.translate.subgraphs`); conditions and trip counts are read back from their
@@ -146,3 +147,15 @@ def scan_batched(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     count = len(per_entry[0][1]) if per_entry else 0
     outputs = [paddle.stack([entry[1][i] for entry in per_entry]) for i in range(count)]
     return (*finals, *outputs)
+
+
+@register("paddle", "OptionalHasElement", since=15)
+def optional_has_element(call: NodeCall, x: Tensor = None) -> Tensor:
+    """ONNX OptionalHasElement: whether the (tensor or omitted) input holds a value."""
+    return paddle.to_tensor(x is not None)
+
+
+@register("paddle", "OptionalGetElement", since=15)
+def optional_get_element(call: NodeCall, x: Tensor) -> Tensor:
+    """ONNX OptionalGetElement of a tensor: the tensor itself."""
+    return x
