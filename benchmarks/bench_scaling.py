@@ -216,7 +216,7 @@ def measure_bare(run_dir: Path, libraries: Sequence[str], threads: int, work: Pa
     from anpred.backends.base import ModelJob
     from anpred.execution.pool import worker_env
     from anpred.interchange.export import AnchoredExport
-    from anpred.pipeline.run import is_onnx_path
+    from anpred.interchange.user_module import is_onnx_path
     from anpred.store import RunStore
 
     store = RunStore(run_dir)
@@ -248,7 +248,7 @@ def warm(
 ) -> None:
     """Weights and anchored exports into the fresh cache; import every library once."""
     from anpred.execution.pool import worker_env
-    from anpred.pipeline.run import export_model
+    from anpred.pipeline.model_export import export_model
     from anpred.settings import RunOptions
 
     for model in models:

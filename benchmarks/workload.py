@@ -48,7 +48,9 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
         say: Progress printer.
     """
     from anpred.backends.base import ModelJob
-    from anpred.pipeline.run import export_model, is_onnx_path, prepare_inputs
+    from anpred.interchange.user_module import is_onnx_path
+    from anpred.pipeline.model_export import export_model
+    from anpred.pipeline.run_inputs import prepare_inputs
     from anpred.settings import RunOptions
     from anpred.store import RunStore
 

@@ -22,7 +22,7 @@ from anpred.backends.base import ModelJob
 from anpred.execution.pool import WorkerResult, run_workers
 from anpred.interchange.export import AnchoredExport
 from anpred.participants import Participant
-from anpred.pipeline.run import run_export
+from anpred.pipeline.model_export import run_export
 from anpred.settings import ExecutionSettings
 from anpred.store import ParticipantStore, RunStore
 

@@ -128,7 +128,9 @@ def test_an_overlapping_reference_isolates_every_input_as_a_reference_run_first(
     tmp_path: Path,
 ) -> None:
     from anpred.participants import REFERENCE64, parse_participants
-    from anpred.pipeline.run import execute, export_model, prepare_inputs
+    from anpred.pipeline.execute import execute
+    from anpred.pipeline.model_export import export_model
+    from anpred.pipeline.run_inputs import prepare_inputs
     from anpred.settings import ExecutionSettings, RunOptions
 
     model = _tiny_onnx(tmp_path / "tiny.onnx")

@@ -21,9 +21,9 @@ from anpred.interchange.user_module import (
     example_ranges,
     example_tensors,
     is_module_source,
+    is_onnx_path,
     load_user_module,
 )
-from anpred.pipeline.run import is_onnx_path
 
 HERE = Path(__file__).parent
 MODULES = HERE / "user_modules.py"

@@ -114,7 +114,7 @@ def test_anpred_run_checks_the_disk_before_it_prepares_inputs(
 
 def test_the_estimates_count_an_inputs_files_inputs(tmp_path) -> None:
     from anpred.interchange.export import AnchoredExport
-    from anpred.pipeline.run import count_inputs
+    from anpred.pipeline.run_inputs import count_inputs
     from anpred.settings import RunOptions
 
     export = AnchoredExport(tmp_path, "x", (1, 3, 8, 8), 17, ())

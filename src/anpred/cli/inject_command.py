@@ -44,7 +44,7 @@ def _export_here(args: argparse.Namespace) -> tuple[Any, Any]:
     """The model's anchored export (in a temporary directory) and its loaded graph."""
     import onnx
 
-    from anpred.pipeline.run import export_model
+    from anpred.pipeline.model_export import export_model
 
     with tempfile.TemporaryDirectory(prefix="anpred-inject-") as tmp:
         # a user's ONNX file is exported into the temporary directory: read it before it goes
@@ -86,8 +86,11 @@ def cmd_inject(args: argparse.Namespace) -> int:
     from anpred.inject.plan import PlannedFault, stage_anchors
     from anpred.inject.spec import FaultSpec, fault_kind
     from anpred.inject.stages import resolve_targets
+    from anpred.interchange.user_module import is_onnx_path
     from anpred.participants import parse_participant
-    from anpred.pipeline.run import check_out_dir, export_model, is_onnx_path, run
+    from anpred.pipeline.model_export import export_model
+    from anpred.pipeline.plan import check_out_dir
+    from anpred.pipeline.run import run
     from anpred.report.terminal import print_summary
     from anpred.store import RunStore
 

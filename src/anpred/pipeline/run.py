@@ -21,29 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from anpred import fork_server
-from anpred.interchange.user_module import is_onnx_path
 from anpred.pipeline.analyse import analyse
-from anpred.pipeline.execute import execute, execute_run, model_job
+from anpred.pipeline.execute import execute_run
 from anpred.pipeline.finish import RunOutcome, drill_findings, finish_run, write_results
-from anpred.pipeline.model_export import export_memo, export_model, run_export
-from anpred.pipeline.plan import check_out_dir, plan_run
-from anpred.pipeline.run_inputs import count_inputs, prepare_inputs
+from anpred.pipeline.plan import plan_run
 from anpred.settings import ExecutionSettings, RunOptions
 from anpred.zoo.registry import module_source
 
-__all__ = [
-    "RunOutcome",
-    "check_out_dir",
-    "count_inputs",
-    "execute",
-    "export_memo",
-    "export_model",
-    "is_onnx_path",
-    "model_job",
-    "prepare_inputs",
-    "run",
-    "run_export",
-]
+__all__ = ["RunOutcome", "run"]
 
 
 def run(
