@@ -127,7 +127,11 @@ def gather_elements(call: NodeCall, x: tf.Tensor, indices: tf.Tensor) -> tf.Tens
 def top_k(call: NodeCall, x: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """``tf.math.top_k`` on the axis moved last (smallest: on ``-x``); ties by index."""
     static = call.const(1)
-    count = int(np.asarray(static).reshape(-1)[0]) if static is not None else k
+    count = (
+        int(np.asarray(static).reshape(-1)[0])
+        if static is not None
+        else tf.cast(tf.reshape(k, []), tf.int32)
+    )
     axis = normalize_axis(int(call.attr("axis", -1)), x.shape.rank)
     perm = [*range(axis), *range(axis + 1, x.shape.rank), axis]
     moved = tf.transpose(x, perm)
