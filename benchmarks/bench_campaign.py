@@ -9,18 +9,20 @@ and every descendant, ``getrusage(RUSAGE_CHILDREN)``):
 
 1. the grid with no faults: the clean run and the calibration run (the campaign's fixed
    cost per model);
-2. the same again, resumed: what every later ``anpred eval`` of the grid pays before its
-   fault runs (the clean and calibration runs judged again, the tables and plots);
+2. from a copy of that folder, the grid with one fault that applies nowhere (an op the
+   model lacks): what every ``anpred eval`` of a model with something to run pays besides
+   its fault runs (the clean and calibration runs judged again, the tables and plots);
 3. the grid with the slice's faults, twice from copies of that folder: once with the fault
    runs' workers served (``--fault-workers served``, the default: one process per faulty
    library runs them in turn) and once with one fresh worker process per fault run
    (``--fault-workers fresh``, the path it replaces).
 
 ``fault runs per CPU-hour`` is the fault runs of step 3 over its CPU hours, served, with
-the ratio to the fresh path measured in the same run; ``per fault run`` also without step
-2's part (what a fault run adds to a campaign of many: the grids have 29-48 fault runs per
-model, the slice 4). The fixed cost of step 1 is printed beside, and the whole campaign's
-rate with it. The two paths' ``faults.csv`` must hold the same decisions. The slice: the grid's
+the ratio to the fresh path measured in the same run; and again less step 2's CPU (what a
+fault run adds to a campaign of many: the grids have 29-48 fault runs per model, the
+slice 4, so step 2's part weighs 10 times less there). The fixed cost of step 1 is
+printed beside, and the whole campaign's rate with it. The two paths' ``faults.csv`` must
+hold the same decisions. The slice: the grid's
 first fault axis at its first severity and its last axis at its last severity (a bf16
 round-trip and the mildest mantissa truncation), at two stages (the first and the middle
 one of the clean run's stage anchors): 4 fault runs per grid. ``--faults-csv-like DIR``
@@ -54,6 +56,8 @@ GRIDS = {
     "yolov8n": ROOT / "configs" / "eval-yolov8n-onnxruntime.json",
     "resnet50": ROOT / "configs" / "eval-resnet50-tensorflow.json",
 }
+#: A fault that applies nowhere in either model (no such op): step 2's grid.
+NOWHERE = {"kind": "bf16", "op": "Einsum"}
 #: Columns of ``faults.csv`` that are measured numbers, not decisions.
 MEASURED = ("output_rel_l2_vs_fp64", "stage_rel_l2_vs_fp64")
 
@@ -135,8 +139,12 @@ def measure(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     print(f"{model}: clean and calibration runs ({GRIDS[model].name}, no faults)", file=sys.stderr)
     clean = {**grid, "faults": []}
     fixed = eval_step(clean, out, args, work / f"{model}-clean.log")
-    resumed = eval_step(clean, out, args, work / f"{model}-resumed.log")
     stages = stage_anchors(out, model)
+    fixed_out = work / f"eval-{model}-fixed"
+    shutil.rmtree(fixed_out, ignore_errors=True)
+    shutil.copytree(out, fixed_out, symlinks=True)
+    nowhere = {**grid, "faults": [{**NOWHERE, "severities": [1]}], "stages": stages[:1]}
+    resumed = eval_step(nowhere, fixed_out, args, work / f"{model}-fixed.log")
     chosen = [stages[0], stages[len(stages) // 2]]
     sliced = {**grid, "faults": slice_faults(grid), "stages": chosen}
     fresh_out = work / f"eval-{model}-fresh"
@@ -203,7 +211,7 @@ def main() -> int:
     print(
         markdown_table(
             ["grid (slice)", "fault runs", "workers", "their CPU s", "CPU s per fault run",
-             "fault runs per CPU-hour", "without the resumed part: per fault run (CPU s)",
+             "fault runs per CPU-hour", "less step 2: per fault run (CPU s)",
              "per CPU-hour"],
             [
                 row
@@ -225,7 +233,7 @@ def main() -> int:
     print()
     print(
         markdown_table(
-            ["grid", "clean + calibration CPU s", "resumed (no faults) CPU s",
+            ["grid", "clean + calibration CPU s", "step 2 (no fault run) CPU s",
              "campaign (all) per CPU-hour", "faults.csv served vs fresh"],
             [
                 [r["grid"], f"{r['fixed_cpu_s']:.0f}", f"{r['resumed_cpu_s']:.0f}",
@@ -257,7 +265,7 @@ def main() -> int:
         f"one worker per fault run: {runs / (fresh / 3600):.0f}; ratio {fresh / served:.2f})"
     )
     print(
-        f"without the resumed part (a campaign of many fault runs): "
+        f"less step 2's part (what a fault run adds to a campaign of many): "
         f"{runs / ((served - resumed) / 3600):.0f} against {runs / ((fresh - resumed) / 3600):.0f}"
         f" (ratio {(fresh - resumed) / (served - resumed):.2f})"
     )

@@ -26,6 +26,7 @@ import onnx
 
 from anpred import fork_server
 from anpred.errors import AnpredError
+from anpred.evaluation.fault_analysis import reuse_clean_records
 from anpred.evaluation.grid import EvalGrid, sample_nodes
 from anpred.evaluation.results import ResultsFolder, fault_key
 from anpred.evaluation.scoring import fault_outcome, fault_row
@@ -91,6 +92,7 @@ def derive_run(
     say: Say | None = None,
     executor: Executor | None = None,
     keep_fork_server: bool = False,
+    reuse: Callable[[], bool] | None = None,
 ) -> Summary:
     """A run directory made from the clean run ``base`` plus participants ``add``.
 
@@ -99,7 +101,9 @@ def derive_run(
     whole directory is analysed as any run. Resumable: a finished directory is read back
     (``reanalyse``: judged again from its captures, e.g. after changing the oracle).
     ``keep_fork_server``: leave the analysis's fork server running for the next run (the
-    caller stops it; the fault runs of one model analyse alike).
+    caller stops it; the fault runs of one model analyse alike). ``reuse``: called once the
+    added workers succeeded, before the analysis; it may write the run's records from the
+    clean run's (:func:`~anpred.evaluation.fault_analysis.reuse_clean_records`).
     """
     done = RunStore(out)
     if done.has_summary():
@@ -134,7 +138,9 @@ def derive_run(
     # locally, the run's inputs are analysed as the added participants finish them, in the
     # slots they leave free (the clean participants ran already), from a fork server
     # started beside them
-    early = for_run(out, names, input_ids, parallel, isolation=True) if local else None
+    # (not when ``reuse`` may spare the analysis most of them)
+    ahead = local and reuse is None
+    early = for_run(out, names, input_ids, parallel, isolation=True) if ahead else None
     try:
         results = schedule.resume_workers(
             out,
@@ -144,12 +150,14 @@ def derive_run(
             settings,
             isolation_source=store.participant(REFERENCE64).folder,
             when_idle=partial(warm_fork_server, out, names, REFERENCE64, input_ids, parallel)
-            if local
+            if ahead
             else None,
             on_tail=early.tick if early is not None else None,
         )
         merged.update({name: result.to_dict() for name, result in results.items()})
         store.write_participants(merged)
+        if reuse is not None and local and not any(r.failed for r in results.values()):
+            _reuse(store, reuse)
         summary = analyse_run(out, executor, parallel, early)
     finally:
         if early is not None:
@@ -158,6 +166,16 @@ def derive_run(
             fork_server.stop()  # kept from the workers' tail for the analysis
     store.write_summary(summary.to_dict())
     return summary
+
+
+def _reuse(store: RunStore, reuse: Callable[[], bool]) -> None:
+    """Run ``reuse``; any failure leaves the analysis to read every capture."""
+    from anpred.store.pruning import remove_chunk_statistics
+
+    try:
+        reuse()
+    except Exception:  # noqa: BLE001 - a shortcut only: the full pass gives the same records
+        remove_chunk_statistics(store)
 
 
 def run_fault(
@@ -174,11 +192,14 @@ def run_fault(
     parallel: int = 1,
     skipped: Callable[[str], None] | None = None,
     keep_fork_server: bool = False,
+    reuse_clean: bool = False,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row
     (``parallel``: processes of its analysis, beside the faulty worker and after it;
     ``None``, said and given to ``skipped``, when the fault matches no node of its stage;
-    ``keep_fork_server``: see :func:`derive_run`).
+    ``keep_fork_server``: see :func:`derive_run`; ``reuse_clean``: its records before the
+    faulty stage are the clean run's where its captures there are,
+    :mod:`anpred.evaluation.fault_analysis`).
     """
     base_store = RunStore.open(base)
     export = AnchoredExport.from_dict(base_store.read_export())
@@ -193,18 +214,25 @@ def run_fault(
             return None
     options = base_store.read_settings()
     options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
+    clean_name = parse_participant(library).name
+    reuse = (
+        partial(reuse_clean_records, base, fault_dir, clean_name, faulty.name, spec.stage)
+        if reuse_clean
+        else None
+    )
     summary = derive_run(
         base,
         fault_dir,
         model,
         [faulty],
-        parse_participant(library).name,
+        clean_name,
         options,
         threads,
         parallel,
         reanalyse=reanalyse,
         executor=executor,
         keep_fork_server=keep_fork_server,
+        reuse=reuse,
     )
     return fault_row(summary, clean, model, library, faulty.name, spec)
 
@@ -324,6 +352,7 @@ def run_faults(
             parallel if local else 1,  # distributed: the fault runs share the slots
             reasons.append,
             keep_fork_server=local and fault_workers == SERVED,
+            reuse_clean=local and fault_workers == SERVED,  # fresh: the full pass, as before
         )
         if kept is not None and (row is not None or reasons):
             kept.add(model, fault_key(lib, spec), row, reasons[0] if reasons else "")

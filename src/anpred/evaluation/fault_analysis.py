@@ -1,0 +1,190 @@
+"""A fault run's analysis reads only what its fault changed.
+
+A fault at stage ``k`` changes nothing its participant computes before ``k``: its anchors
+before ``k`` and its stage-isolated anchors before ``k`` are those of the clean
+participant it replaces, bit for bit (checked here on every fault run, not assumed). The
+streaming pass's records of an anchor are a function of every participant's captures at
+that anchor alone (:func:`~anpred.pipeline.evidence.collect`), so the fault run's records
+before ``k`` are the clean run's, the clean participant's under the faulty name.
+:func:`reuse_clean_records` writes them, with a pass over the anchors from ``k`` on, as
+the run's statistics of one chunk covering every input; the run's analysis then merges
+them instead of reading captures (:func:`~anpred.pipeline.chunks.chunk_statistics`, the
+path a chunked run's analysis takes, whose records are those of one pass,
+tests/pipeline/test_chunks.py).
+
+Where anything differs (a capture before ``k``, the participants, the metrics or inputs
+of the clean run's statistics, an unaligned capture), nothing is written and the analysis
+reads every capture, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from anpred.analysis.oracle import AnchorEvidence, Deviation, OracleParams
+from anpred.calibration.stored import with_stored_calibration
+from anpred.library.precision import FP32, ideal_class
+from anpred.participants import precision_classes
+from anpred.pipeline import statistics
+from anpred.pipeline.analyse import _participants
+from anpred.pipeline.collect_pool import collect_inputs
+from anpred.pipeline.evidence import Collection, RunEvidence
+from anpred.progress import quiet
+from anpred.store import CAPTURE, ISOLATED, ParticipantStore, RunStore
+from anpred.store.pruning import has_statistics
+
+
+def reuse_clean_records(base: Path, out: Path, clean: str, faulty: str, stage: str) -> bool:
+    """Write the fault run ``out``'s records from the clean run ``base``'s before ``stage``
+    and a pass over its captures from ``stage`` on; return whether it did.
+
+    Args:
+        base: The clean run.
+        out: The fault run (its workers finished).
+        clean: The clean participant the faulty one replaces (``onnxruntime``).
+        faulty: The faulty participant (``onnxruntime!bf16@backbone.p3``).
+        stage: The anchor key of the faulty stage.
+    """
+    base_store, store = RunStore.open(base), RunStore.open(out)
+    if not has_statistics(base_store):
+        return False
+    anchors = [a["key"] for a in store.read_export()["anchors"]]
+    input_ids = store.read_input_ids()
+    if stage not in anchors or anchors.index(stage) == 0:
+        return False
+    k = anchors.index(stage)
+    params = with_stored_calibration(store, OracleParams())
+    _records, names = _participants(store)
+    prior, metrics, covered, inputs = statistics.load(base_store)
+    renamed = [faulty if n == clean else n for n in covered]
+    if (
+        faulty not in names
+        or sorted(renamed) != sorted(names)
+        or list(metrics) != list(params.metric_names())
+        or list(inputs) != list(input_ids)
+        or prior.unaligned
+    ):
+        return False
+    before = anchors[:k]
+    if not _same_captures(
+        base_store.participant(clean), store.participant(faulty), before, input_ids
+    ):
+        return False
+    collection = Collection.of(store.root, names, anchors[k:], params)
+    new = collect_inputs(collection, input_ids, quiet)
+    if new.unaligned:
+        return False
+    ev = _spliced(prior, new, clean, faulty, names, anchors, k, input_ids)
+    statistics.save_chunk(store, ev, metrics, names, input_ids)
+    return True
+
+
+def _same_captures(
+    clean: ParticipantStore, faulty: ParticipantStore, anchors: Sequence[str], inputs: Sequence[str]
+) -> bool:
+    """Whether ``faulty``'s captures and isolated captures at ``anchors`` are ``clean``'s,
+    bit for bit and in the same layouts, on every input.
+    """
+    for input_id in inputs:
+        for kind in (CAPTURE, ISOLATED):
+            a, b = clean.open_capture(input_id, kind), faulty.open_capture(input_id, kind)
+            if a is None or b is None:
+                if a is not None or b is not None:
+                    return False
+                continue
+            with a, b:
+                for anchor in anchors:
+                    if a.layout(anchor) != b.layout(anchor):
+                        return False
+                    x, y = a[anchor], b[anchor]
+                    if x.dtype != y.dtype or not np.array_equal(x, y):
+                        return False
+    return True
+
+
+def _spliced(
+    prior: RunEvidence,
+    new: RunEvidence,
+    clean: str,
+    faulty: str,
+    names: Sequence[str],
+    anchors: Sequence[str],
+    k: int,
+    input_ids: Sequence[str],
+) -> RunEvidence:
+    """The records one pass over the fault run gathers, in its order: ``prior``'s (the
+    clean run's, ``clean`` renamed ``faulty``) before anchor ``k``, ``new``'s from it on.
+    """
+
+    def name(p: str) -> str:
+        return faulty if p == clean else p
+
+    before = set(anchors[:k])
+    evidence = {
+        a: [_renamed(e, name, names) for e in prior.evidence.get(a, [])]
+        if a in before
+        else list(new.evidence.get(a, []))
+        for a in anchors
+    }
+    old_introduced = {(name(p), i): v for (p, i), v in prior.introduced.items()}
+    introduced: dict[tuple[str, str], dict[str, float]] = {}
+    dimension: dict[tuple[str, str, str], dict[str, object]] = {}
+    old_dimension = {(name(p), a, i): v for (p, a, i), v in prior.dimension.items()}
+    for i in input_ids:  # the order one pass inserts them: input, anchor, participant
+        for a in anchors:
+            source_i = old_introduced if a in before else new.introduced
+            source_d = old_dimension if a in before else new.dimension
+            for p in names:
+                value = source_i.get((p, i), {}).get(a)
+                if value is not None:
+                    introduced.setdefault((p, i), {})[a] = value
+                if (p, a, i) in source_d:
+                    dimension[(p, a, i)] = source_d[(p, a, i)]
+    old_alignment = {name(p): steps for p, steps in prior.alignment.items()}
+    alignment: dict[str, dict[str, list[str]]] = {}
+    for p in names:
+        for a in anchors:
+            steps = (old_alignment if a in before else new.alignment).get(p, {}).get(a)
+            if steps is not None:
+                alignment.setdefault(p, {})[a] = steps
+    return RunEvidence(
+        evidence=evidence,
+        baselines=new.baselines,
+        introduced=introduced,
+        dimension=dimension,
+        alignment=alignment,
+        unaligned=[],
+        observer=new.observer,
+    )
+
+
+def _renamed(e: AnchorEvidence, name: Callable[[str], str], names: Sequence[str]) -> AnchorEvidence:
+    """``e`` with its participants renamed (``name``) and its deviations in the order one
+    pass over the fault run gives them: the fp32 group, then each reduced class, in the
+    order ``names`` first has them, each in ``names``' order.
+    """
+    deviations = [
+        Deviation(name(d.participant), d.anchor, d.input_id, d.metrics, d.vs_fp64,
+                  d.non_finite, d.precision)
+        for d in e.deviations
+    ]  # fmt: skip
+    classes = precision_classes(list(names))
+    members = [p for p in names if ideal_class(p) is None]  # the ideal references judge none
+    order = list(dict.fromkeys(c for p in members if (c := classes[p]) != FP32))
+
+    def key(d: Deviation) -> tuple[int, int]:
+        group = 0 if d.precision == FP32 else 1 + order.index(d.precision)
+        return group, list(names).index(d.participant)
+
+    return AnchorEvidence(
+        e.anchor,
+        e.input_id,
+        tuple(sorted(deviations, key=key)),
+        e.noise_floor,
+        e.participants,
+        e.consensus_vs_fp64,
+        e.class_floors,
+    )
