@@ -150,6 +150,7 @@ def _cases() -> list[Case]:
     cases += _tensor_cases(x4)
     cases += _resize_cases()
     cases += _transformer_cases()
+    cases += _export_cases()
     return cases
 
 
@@ -184,6 +185,39 @@ def _transformer_cases() -> list[Case]:
              {"axis": 1}),
         Case("tensor", "GatherND", [x3, st(np.array([[0, 5], [1, 2]]))]),
         Case("reduce", "ReduceL2", [c4, st([2])], {"keepdims": 1}, opset=18),
+    ]
+
+
+def _export_cases() -> list[Case]:
+    """Ops of transformer exports whose ONNX node tests are not float32 (CumSum, Einsum,
+    Trilu, OneHot, NonZero, GlobalLpPool, the bitwise family).
+    """
+    x3 = rand(2, 5, 6)
+    u8 = np.array([[3, 5, 250], [0, 7, 128]], dtype=np.uint8)
+    return [
+        Case("reduce", "CumSum", [x3, st(1)], opset=14),
+        Case("reduce", "CumSum", [x3, st(-1)], {"exclusive": 1, "reverse": 1}, opset=14,
+             label="exclusive_reverse"),
+        Case("reduce", "CumSum", [np.arange(12).reshape(3, 4), st(0)], opset=14, label="int"),
+        Case("matmul", "Einsum", [rand(2, 3, 4), rand(2, 4, 5)], {"equation": "bij,bjk->bik"},
+             opset=12),
+        Case("matmul", "Einsum", [rand(3, 4)], {"equation": "ij->ji"}, opset=12,
+             label="transpose"),
+        Case("tensor", "Trilu", [x3, st(1)], opset=14),
+        Case("tensor", "Trilu", [x3], {"upper": 0}, opset=14, label="lower"),
+        Case("tensor", "OneHot", [np.array([[0, 3, -1], [5, 2, 1]]), st(4),
+                                  st([-2.0, 7.0], np.float32)], {"axis": 1}, opset=11),
+        Case("tensor", "NonZero", [np.array([[0, 1, 0], [2, 0, 3]], dtype=np.float32)]),
+        Case("nn", "LpPool", [rand(2, 3, 7, 8)], {"p": 3, "kernel_shape": [3, 2],
+             "strides": [2, 1], "pads": [1, 0, 1, 1], "dilations": [1, 2]}, opset=18),
+        # the reference evaluator has no GlobalLpPool: its definition instead
+        Case("nn", "GlobalLpPool", [rand(2, 3, 4, 5)], {"p": 3},
+             expect=lambda x: np.cbrt((np.abs(x) ** 3).sum(axis=(2, 3), keepdims=True))),
+        Case("elementwise", "BitwiseAnd", [u8, u8[::-1].copy()], opset=18),
+        Case("elementwise", "BitwiseXor", [u8, u8[::-1].copy()], opset=18),
+        Case("elementwise", "BitwiseNot", [u8], opset=18),
+        Case("elementwise", "BitShift", [u8, np.full((2, 3), 2, dtype=np.uint8)],
+             {"direction": "RIGHT"}, opset=11),
     ]
 
 

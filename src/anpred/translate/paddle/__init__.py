@@ -43,6 +43,7 @@ OPS_MODULES = (
     "anpred.translate.paddle.ops_tensor",
     "anpred.translate.paddle.ops_text",
     "anpred.translate.paddle.ops_transformer",
+    "anpred.translate.paddle.ops_transformer_export",
 )
 
 

@@ -32,7 +32,9 @@ def lp_pool(call: NodeCall, x: Tensor) -> Tensor:
     p = float(call.attr("p", 2))
     geometry = _dilated_geometry(call, x)
     powered = _pad_explicit(paddle.pow(paddle.abs(x), p), geometry["needed"], 0.0)
-    return paddle.pow(functools.reduce(paddle.add, _taps(powered, geometry)), 1.0 / p)
+    total = functools.reduce(paddle.add, _taps(powered, geometry))
+    # a tensor exponent: paddle.pow takes a Python float exponent as float32 (1/3: 1e-8 off)
+    return paddle.pow(total, paddle.full([], 1.0 / p, dtype=total.dtype))
 
 
 @register("paddle", "MaxUnpool")
