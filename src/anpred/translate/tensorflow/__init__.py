@@ -48,6 +48,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_scatter,
         ops_shape,
         ops_state,
+        ops_text,
         ops_transformer,
     )
     from anpred.translate.tensorflow.adapter import TensorFlowAdapter
