@@ -165,45 +165,86 @@ def assess(
     }
     non_finite = {p: _new_non_finite(arrays[p], fp64) for p in member}
     cell = _Cell(params, anchor, metrics, fp64, non_finite, introduced or {})
-    deviations: list[Deviation] = []
-    noise_floor: Mapping[str, float] | None = None
-    consensus_vs_fp64: Mapping[str, float] = {}
 
     def floor_of(chosen: list[Metric]) -> dict[str, float]:
         """The fp32 reference against fp64 when it is not among the fp32 participants."""
         fp32 = _as_float64(fp32_reference, fp64.shape, f"fp32 reference at {anchor}")
         return _against(chosen, _transformed(chosen, fp32), _transformed(chosen, fp64))
 
+    deviations: list[Deviation] = []
+    noise_floor: Mapping[str, float] | None = None
+    consensus_vs_fp64: Mapping[str, float] = {}
     if len(fp32_names) >= 2:
-        group = {p: arrays[p] for p in fp32_names}
-        own_floor = reference_name in fp32_names
-
-        def fp32_candidate(first: AnchorMetrics) -> bool:
-            floor = first.vs_fp64[reference_name] if own_floor else floor_of(cell.verdict)
-            return cell.candidate(
-                FP32, {p: first.vs_consensus[p] for p in fp32_names}, floor, reference_name
-            )
-
-        # the primary metric, and the others where a member is a candidate: one blocked pass
-        measured = cell.measure(group, fp32_candidate)
-        deviations += [
-            Deviation(
-                p,
-                anchor,
-                input_id,
-                measured.vs_consensus[p],
-                measured.vs_fp64[p],
-                non_finite[p],
-            )
-            for p in fp32_names
-        ]
-        consensus_vs_fp64 = measured.consensus_vs_fp64
-        if own_floor:
-            noise_floor = measured.vs_fp64[reference_name]
-        else:  # the floor's metrics are the measured ones
-            noise_floor = floor_of([get_metric(n) for n in consensus_vs_fp64])
+        fp32_deviations, noise_floor, consensus_vs_fp64 = _fp32_deviations(
+            cell, input_id, {p: arrays[p] for p in fp32_names}, reference_name, floor_of
+        )
+        deviations += fp32_deviations
     if noise_floor is None:  # no fp32 population: the floor as the scope computes metrics
         noise_floor = floor_of(cell.metrics if cell.everywhere else cell.verdict)
+    class_deviations, class_floors = _class_deviations(cell, input_id, arrays, member)
+    deviations += class_deviations
+    return AnchorEvidence(
+        anchor,
+        input_id,
+        tuple(deviations),
+        dict(noise_floor),
+        len(fp32_names),
+        consensus_vs_fp64,
+        class_floors,
+    )
+
+
+def _fp32_deviations(
+    cell: _Cell,
+    input_id: str,
+    group: Mapping[str, np.ndarray],
+    reference_name: str | None,
+    floor_of: Callable[[list[Metric]], dict[str, float]],
+) -> tuple[list[Deviation], Mapping[str, float], Mapping[str, float]]:
+    """The fp32 participants (``group``, two or more) measured against their consensus and
+    fp64; with the noise floor and the consensus's distance from fp64.
+    """
+    fp32_names = list(group)
+    own_floor = reference_name in fp32_names
+
+    def fp32_candidate(first: AnchorMetrics) -> bool:
+        floor = first.vs_fp64[reference_name] if own_floor else floor_of(cell.verdict)
+        return cell.candidate(
+            FP32, {p: first.vs_consensus[p] for p in fp32_names}, floor, reference_name
+        )
+
+    # the primary metric, and the others where a member is a candidate: one blocked pass
+    measured = cell.measure(group, fp32_candidate)
+    deviations = [
+        Deviation(
+            p,
+            cell.anchor,
+            input_id,
+            measured.vs_consensus[p],
+            measured.vs_fp64[p],
+            cell.non_finite[p],
+        )
+        for p in fp32_names
+    ]
+    consensus_vs_fp64 = measured.consensus_vs_fp64
+    if own_floor:
+        noise_floor = measured.vs_fp64[reference_name]
+    else:  # the floor's metrics are the measured ones
+        noise_floor = floor_of([get_metric(n) for n in consensus_vs_fp64])
+    return deviations, noise_floor, consensus_vs_fp64
+
+
+def _class_deviations(
+    cell: _Cell,
+    input_id: str,
+    arrays: Mapping[str, np.ndarray],
+    member: Mapping[str, str],
+) -> tuple[list[Deviation], dict[str, Mapping[str, float]]]:
+    """The members of each reduced-precision class measured against fp64, with the class's
+    floor (its ideal reference against fp64); a class without its ideal reference's
+    capture is not judged.
+    """
+    deviations: list[Deviation] = []
     class_floors: dict[str, Mapping[str, float]] = {}
     for judged in dict.fromkeys(c for c in member.values() if c != FP32):
         ideal = ideal_reference(judged)
@@ -221,18 +262,10 @@ def assess(
         vs_fp64 = cell.measure(group, class_candidate).vs_fp64
         class_floors[judged] = vs_fp64[ideal]
         deviations += [
-            Deviation(p, anchor, input_id, vs_fp64[p], vs_fp64[p], non_finite[p], judged)
+            Deviation(p, cell.anchor, input_id, vs_fp64[p], vs_fp64[p], cell.non_finite[p], judged)
             for p in names
         ]
-    return AnchorEvidence(
-        anchor,
-        input_id,
-        tuple(deviations),
-        dict(noise_floor),
-        len(fp32_names),
-        consensus_vs_fp64,
-        class_floors,
-    )
+    return deviations, class_floors
 
 
 @dataclass(frozen=True)

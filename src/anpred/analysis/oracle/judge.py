@@ -14,7 +14,7 @@ from anpred.analysis.methods import register_method
 from anpred.analysis.metrics import resolutions
 from anpred.analysis.oracle.evidence import AnchorEvidence, Deviation, assess
 from anpred.analysis.oracle.params import INTRODUCED_METRIC, OracleParams
-from anpred.analysis.oracle.rules import _above_noise, _judge_metric, _population
+from anpred.analysis.oracle.rules import _above_noise, _judge_metric, _Population, _population
 from anpred.analysis.verdict import (
     CLASS_FLOOR_CRITERIA,
     PAIRWISE_CRITERIA,
@@ -114,37 +114,16 @@ def judge_anchor(
         raise UsageError(f"judge_anchor got several anchors: {anchors}")
     names = params.metric_names()
     resolution = resolutions(params.resolution)
-    # populations per (class, pairwise mode); only the fp32 class can be pairwise
-    grouped: dict[tuple[str, bool], list[Deviation]] = {}
-    for e in evidence:
-        for d in e.deviations:
-            grouped.setdefault(_group(d, e), []).append(d)
-    populations = {  # a metric a cell did not compute is absent there (module docstring)
-        group: {n: _population(d.metrics.get(n, math.nan) for d in members) for n in names}
-        for group, members in grouped.items()
-    }
+    populations = _populations(evidence, names)
     primary = params.primary_metric
-    pairwise = any(e.pairwise for e in evidence)
-    anchor = evidence[0].anchor if evidence else ""
-    sizes = {  # members of each class (a class's deviations on one input)
-        c: max(sum(d.precision == c for d in e.deviations) for e in evidence)
-        for c in {d.precision for e in evidence for d in e.deviations}
-    }
-    isolation: dict[tuple[str, str], MetricJudgement] = {}
-    if introduced:
-        groups = _introduced_by_class(evidence, introduced, introduced_floor or {})
-        for judged, (values, floor) in groups.items():
-            if judged == FP32 and pairwise:
-                continue
-            factor = params.factor_of(judged, anchor, introduced=True)
-            isolation.update(_judge_introduced(values, floor, params, factor))
+    sizes = _class_sizes(evidence)
+    isolation = _isolation(evidence, params, introduced or {}, introduced_floor or {})
     verdicts = []
     for e in evidence:
         for d in e.deviations:
             fp32 = d.precision == FP32
             paired = _group(d, e)[1]
             floors = e.noise_floor if fp32 else e.class_floors[d.precision]
-            stage = isolation.get((d.participant, e.input_id))
             judged = {
                 n: _judge_metric(
                     n,
@@ -160,41 +139,102 @@ def judge_anchor(
             }
             # a reduced class of fewer than three members is judged by its floor alone
             small = not fp32 and sizes.get(d.precision, 0) < 3
-            exceeded = set()
-            if judged[primary].outlier:
-                exceeded.add(Criterion.OUTLIER)
-            if judged[primary].above_noise:
-                exceeded.add(Criterion.ABOVE_NOISE)
-            if d.non_finite:
-                exceeded.add(Criterion.NON_FINITE)
-            if stage is not None and (stage.outlier or small) and stage.above_noise:
-                exceeded.add(Criterion.INTRODUCED)
-            if paired:
-                other = next(o for o in e.deviations if o is not d and o.precision == FP32)
-                if d.vs_fp64[primary] > other.vs_fp64[primary]:
-                    exceeded.add(Criterion.FARTHER_FROM_FP64)
-            if paired:
-                required = PAIRWISE_CRITERIA
-            else:
-                required = CLASS_FLOOR_CRITERIA if small else POPULATION_CRITERIA
-            verdicts.append(
-                Verdict(
-                    participant=d.participant,
-                    anchor=e.anchor,
-                    input_id=e.input_id,
-                    primary=judged[primary],
-                    secondary={n: j for n, j in judged.items() if n != primary},
-                    vs_fp64=dict(d.vs_fp64),
-                    consensus_vs_fp64=dict(e.consensus_vs_fp64 if fp32 else floors),
-                    pairwise=paired,
-                    non_finite=d.non_finite,
-                    required=required,
-                    exceeded=frozenset(exceeded),
-                    introduced=stage,
-                    precision=d.precision,
-                )
-            )
+            stage = isolation.get((d.participant, e.input_id))
+            verdicts.append(_verdict(d, e, judged, primary, stage, small))
     return tuple(verdicts)
+
+
+def _populations(
+    evidence: Sequence[AnchorEvidence], names: Sequence[str]
+) -> dict[tuple[str, bool], dict[str, _Population]]:
+    """Each metric's population per (class, pairwise mode); only the fp32 class can be
+    pairwise. A metric a cell did not compute is absent there (module docstring).
+    """
+    grouped: dict[tuple[str, bool], list[Deviation]] = {}
+    for e in evidence:
+        for d in e.deviations:
+            grouped.setdefault(_group(d, e), []).append(d)
+    return {
+        group: {n: _population(d.metrics.get(n, math.nan) for d in members) for n in names}
+        for group, members in grouped.items()
+    }
+
+
+def _class_sizes(evidence: Sequence[AnchorEvidence]) -> dict[str, int]:
+    """Members of each class (the most of its deviations on one input)."""
+    return {
+        c: max(sum(d.precision == c for d in e.deviations) for e in evidence)
+        for c in {d.precision for e in evidence for d in e.deviations}
+    }
+
+
+def _isolation(
+    evidence: Sequence[AnchorEvidence],
+    params: OracleParams,
+    introduced: Mapping[tuple[str, str], float],
+    introduced_floor: Mapping[str, float],
+) -> dict[tuple[str, str], MetricJudgement]:
+    """Each (participant, input)'s introduced error judged within its class (none without
+    stage isolation; the fp32 class is not judged when it is a pair).
+    """
+    isolation: dict[tuple[str, str], MetricJudgement] = {}
+    if not introduced:
+        return isolation
+    pairwise = any(e.pairwise for e in evidence)
+    anchor = evidence[0].anchor if evidence else ""
+    groups = _introduced_by_class(evidence, introduced, introduced_floor)
+    for judged, (values, floor) in groups.items():
+        if judged == FP32 and pairwise:
+            continue
+        factor = params.factor_of(judged, anchor, introduced=True)
+        isolation.update(_judge_introduced(values, floor, params, factor))
+    return isolation
+
+
+def _verdict(
+    d: Deviation,
+    e: AnchorEvidence,
+    judged: Mapping[str, MetricJudgement],
+    primary: str,
+    stage: MetricJudgement | None,
+    small: bool,
+) -> Verdict:
+    """One deviation's verdict: the criteria it exceeds and the set its mode requires."""
+    fp32 = d.precision == FP32
+    paired = _group(d, e)[1]
+    floors = e.noise_floor if fp32 else e.class_floors[d.precision]
+    exceeded = set()
+    if judged[primary].outlier:
+        exceeded.add(Criterion.OUTLIER)
+    if judged[primary].above_noise:
+        exceeded.add(Criterion.ABOVE_NOISE)
+    if d.non_finite:
+        exceeded.add(Criterion.NON_FINITE)
+    if stage is not None and (stage.outlier or small) and stage.above_noise:
+        exceeded.add(Criterion.INTRODUCED)
+    if paired:
+        other = next(o for o in e.deviations if o is not d and o.precision == FP32)
+        if d.vs_fp64[primary] > other.vs_fp64[primary]:
+            exceeded.add(Criterion.FARTHER_FROM_FP64)
+    if paired:
+        required = PAIRWISE_CRITERIA
+    else:
+        required = CLASS_FLOOR_CRITERIA if small else POPULATION_CRITERIA
+    return Verdict(
+        participant=d.participant,
+        anchor=e.anchor,
+        input_id=e.input_id,
+        primary=judged[primary],
+        secondary={n: j for n, j in judged.items() if n != primary},
+        vs_fp64=dict(d.vs_fp64),
+        consensus_vs_fp64=dict(e.consensus_vs_fp64 if fp32 else floors),
+        pairwise=paired,
+        non_finite=d.non_finite,
+        required=required,
+        exceeded=frozenset(exceeded),
+        introduced=stage,
+        precision=d.precision,
+    )
 
 
 def noise_candidates(
