@@ -370,7 +370,8 @@ def add_all(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         choices=("served", "fresh"),
         default="served",
         help="served (default): one process per faulty library runs the fault runs in turn, "
-        "imports paid once; fresh: one worker process per fault run",
+        "imports paid once, and each run's analysis reads only what its fault changed; "
+        "fresh: one worker process per fault run, every capture read (same results)",
     )
     add_keep_flag(evaluation)
     add_ray_flag(evaluation)

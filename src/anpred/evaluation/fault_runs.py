@@ -6,11 +6,14 @@ fault's directory is a complete run directory (``anpred report`` renders it); it
 is the same ``analyse`` every run gets, run as a Ray task when the campaign runs on Ray
 (:func:`analyse_run`).
 
-Locally, the faulty participants' workers are served (:data:`SERVED`, the default): one
-process per library runs every fault run of the model in turn
-(:mod:`anpred.execution.served`), paying imports once; :data:`FRESH` starts one worker
-process per fault run, as before (``anpred eval --fault-workers fresh``). The two give the
-same captures (tests/evaluation/test_campaign_served.py).
+Locally, the fault runs are served (:data:`SERVED`, the default): one process per faulty
+library runs every fault run of the model in turn (:mod:`anpred.execution.served`),
+paying imports once; the analysis's fork server serves them all; and each run's analysis
+reads only what its fault changed (:mod:`anpred.evaluation.fault_analysis`: the clean
+run's records before the faulty stage). :data:`FRESH` is the path before it: one worker
+process per fault run and a pass over every capture (``anpred eval --fault-workers
+fresh``). The two give the same captures, records and rows
+(tests/execution/test_served.py, tests/evaluation/test_campaign_served.py).
 """
 
 from __future__ import annotations
