@@ -24,12 +24,13 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from anpred.inject.transforms import FAULT_KEY
 from anpred.library import get_library
 from anpred.participants import REFERENCE64, Participant
 from anpred.progress import Say
 from anpred.repro.subgraph import StageCases, batch_graph, prefix
 from anpred.repro.symptom import SYMPTOM_FACTOR
-from anpred.repro.trial import run_trial
+from anpred.repro.trial import relative_error, run_trial
 
 if TYPE_CHECKING:
     from anpred.repro.make import RunContext
@@ -84,9 +85,6 @@ def bisect_finding(
         threshold: The reproducer's threshold (``floor.json``).
         say: Progress printer.
     """
-    from anpred.inject.transforms import FAULT_KEY
-    from anpred.repro.folder import _aligned, _rel
-
     symptom = reduction.symptom
     case = reduction.case
     assert case is not None
@@ -129,10 +127,9 @@ def bisect_finding(
             errors = []
             for input_id in trial.input_ids:
                 exact = trial.capture(REFERENCE64, input_id, key)
-                got = None if exact is None else _aligned(trial.root, variant.name, input_id,
-                                                          key, exact)  # fmt: skip
+                got = None if exact is None else trial.aligned(variant.name, input_id, key, exact)
                 if got is not None and exact is not None:
-                    errors.append(_rel(got, exact))
+                    errors.append(relative_error(got, exact))
             error = statistics.median(errors) if errors else None
             row = {"flipped": flip, "error": error,
                    "shows": None if error is None else error > floor}  # fmt: skip

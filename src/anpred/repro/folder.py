@@ -12,7 +12,6 @@ the threshold the script compares with), ``repro_<library>.py`` and what it need
 from __future__ import annotations
 
 import io
-import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import CLASS_FACTOR, NOISE_FACTOR
 from anpred.inject.onnx_rewrite import rewrite_model
 from anpred.inject.plan import PlannedFault
@@ -35,33 +33,14 @@ from anpred.repro.bisect import bisect_finding
 from anpred.repro.readme import title_of, write_readme
 from anpred.repro.scripts import NoScript, script_for
 from anpred.repro.subgraph import StageCases, input_names, prefix, standalone_model
+from anpred.repro.trial import relative_error
 from anpred.repro.verify import verify
-from anpred.store import RunStore
 from anpred.store.files import write_json
 from anpred.store.repro_record import ReproRecord, Status, write_record
 
 if TYPE_CHECKING:
     from anpred.repro.make import ReproOptions, RunContext
     from anpred.repro.reduce import Reduction
-
-
-def _aligned(trial_root: Path, participant: str, input_id: str, key: str,
-             reference: np.ndarray) -> np.ndarray | None:  # fmt: skip
-    capture = RunStore(trial_root).participant(participant).open_capture(input_id)
-    if capture is None:
-        return None
-    try:
-        return align(capture[key], reference.shape, capture.layout(key),
-                     reference=reference).values  # fmt: skip
-    except (AlignmentError, KeyError):
-        return None
-    finally:
-        capture.close()
-
-
-def _rel(x: np.ndarray, ref: np.ndarray) -> float:
-    norm = float(np.linalg.norm(ref))
-    return float(np.linalg.norm(x.astype(np.float64) - ref)) / norm if norm else math.inf
 
 
 def floor_reference(participant: str, population: list[str]) -> tuple[str, float]:
@@ -122,9 +101,9 @@ def write_case_files(folder: Path, context: RunContext, reduction: Reduction) ->
                 feeds[names[tensor]].append(value)
         expected.append(exact)
         ids.append(input_id)
-        ref = _aligned(trial.root, reference, input_id, key, exact)
+        ref = trial.aligned(reference, input_id, key, exact)
         if ref is not None:
-            floors.append(_rel(ref, exact))
+            floors.append(relative_error(ref, exact))
     (folder / "inputs.npz").write_bytes(_npz({n: np.stack(v) for n, v in feeds.items()}))
     (folder / "expected_fp64.npz").write_bytes(_npz({"y": np.stack(expected)}))
     floor = statistics.median(floors) if floors else 0.0

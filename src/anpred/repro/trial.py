@@ -11,6 +11,7 @@ case's target operator as the drill-down judges operators.
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
+from anpred.analysis.alignment import AlignmentError, align
 from anpred.analysis.oracle import OracleParams
 from anpred.backends.base import ModelJob
 from anpred.calibration.stored import operator_params
@@ -85,6 +87,30 @@ class TrialResult:
             return None
         values = store.load_capture(input_id)
         return values.get(key)
+
+    def aligned(
+        self, participant: str, input_id: str, key: str, reference: np.ndarray
+    ) -> np.ndarray | None:
+        """A participant's capture of anchor ``key`` on one input aligned to ``reference``
+        (``None``: missing, or it does not align).
+        """
+        capture = RunStore(self.root).participant(participant).open_capture(input_id)
+        if capture is None:
+            return None
+        try:
+            return align(
+                capture[key], reference.shape, capture.layout(key), reference=reference
+            ).values
+        except (AlignmentError, KeyError):
+            return None
+        finally:
+            capture.close()
+
+
+def relative_error(x: np.ndarray, ref: np.ndarray) -> float:
+    """``‖x − ref‖ / ‖ref‖`` in float64 (``inf`` for a zero ``ref``)."""
+    norm = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(x.astype(np.float64) - ref)) / norm if norm else math.inf
 
 
 def participants_of(run_store: RunStore, names: Sequence[str]) -> list[Participant]:
