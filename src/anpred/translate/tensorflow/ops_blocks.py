@@ -96,6 +96,8 @@ def col2im(
     ``tf.math.unsorted_segment_sum`` (positions from the static geometry; entries that fall
     in the padding are dropped).
     """
+    if call.const(1) is None or call.const(2) is None:
+        return _col2im_run_time(call, x, image_shape, block_shape)
     image = _static_ints(call, 1, "image_shape")
     block = _static_ints(call, 2, "block_shape")
     nd = len(image)
@@ -121,6 +123,42 @@ def col2im(
     picked = tf.transpose(tf.gather(columns, keep, axis=2), [2, 0, 1])
     summed = tf.math.unsorted_segment_sum(picked, flat.reshape(-1)[keep], math.prod(image))
     return tf.reshape(tf.transpose(summed, [1, 2, 0]), [-1, channels, *image])
+
+
+def _col2im_run_time(
+    call: NodeCall, x: tf.Tensor, image_shape: tf.Tensor, block_shape: tf.Tensor
+) -> tf.Tensor:
+    """Col2Im with image and block shapes fed at run time: the same positions as
+    :func:`col2im`, computed with ``tf.range``/``tf.meshgrid``.
+    """
+    nd = int(image_shape.shape[0])
+    image = tf.cast(tf.reshape(image_shape, [-1]), tf.int64)
+    block = tf.cast(tf.reshape(block_shape, [-1]), tf.int64)
+    pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
+    dilations = [int(d) for d in call.attr("dilations", [1] * nd)]
+    strides = [int(s) for s in call.attr("strides", [1] * nd)]
+    counts = [
+        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
+        for i in range(nd)
+    ]
+    offsets = tf.meshgrid(*[tf.range(block[i]) for i in range(nd)], indexing="ij")
+    starts = tf.meshgrid(*[tf.range(counts[i]) for i in range(nd)], indexing="ij")
+    flat = tf.zeros([1, 1], tf.int64)
+    valid = tf.ones([1, 1], tf.bool)
+    for i in range(nd):  # (kernel offsets, blocks) -> image position along axis i
+        pos = tf.reshape(starts[i], [1, -1]) * strides[i]
+        pos = pos + tf.reshape(offsets[i], [-1, 1]) * dilations[i] - pads[i]
+        valid = valid & (pos >= 0) & (pos < image[i])
+        flat = flat * image[i] + tf.clip_by_value(pos, 0, image[i] - 1)
+    keep = tf.reshape(tf.where(tf.reshape(valid, [-1])), [-1])
+    taps = tf.reduce_prod(block)
+    channels = tf.cast(tf.shape(x, out_type=tf.int64)[1] // taps, tf.int64)
+    columns = tf.reshape(x, tf.stack([tf.shape(x, out_type=tf.int64)[0], channels, -1]))
+    picked = tf.transpose(tf.gather(columns, keep, axis=2), [2, 0, 1])
+    ids = tf.gather(tf.reshape(flat, [-1]), keep)
+    summed = tf.math.unsorted_segment_sum(picked, ids, tf.reduce_prod(image))
+    out = tf.reshape(tf.transpose(summed, [1, 2, 0]), tf.concat([[-1, channels], image], 0))
+    return tf.ensure_shape(out, [None] * (nd + 2))
 
 
 @onnx_op("CenterCropPad", since=18)
