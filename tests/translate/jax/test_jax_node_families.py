@@ -72,3 +72,23 @@ def tests() -> dict:
 def test_node_test_passes(name: str, runner: Runner, tests: dict) -> None:
     outcome, message = runner.run(tests[name])
     assert outcome == "pass", message
+
+
+#: Data-dependent output sizes: they need jax's eager mode (``jit`` off).
+EAGER_CASES = [
+    "test_nonmaxsuppression_suppress_by_IOU_and_scores",
+    "test_unique_not_sorted_without_axis",
+]
+
+
+@pytest.mark.parametrize("name", EAGER_CASES)
+def test_data_dependent_ops_pass_eagerly_and_refuse_under_jit(name: str, runner: Runner) -> None:
+    from anpred.translate.jax import make_adapter
+
+    (test,) = [t for t in load_tests() if t.name == name]
+    outcome, message = runner.run(test)
+    assert outcome == "error" and "jax.jit cannot compile" in message
+    eager = Runner("jax", "static")
+    eager.adapter = make_adapter({"jit": False})
+    outcome, message = eager.run(test)
+    assert outcome == "pass", message

@@ -37,6 +37,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_control,
         ops_conv_transpose,
         ops_deform,
+        ops_detection,
         ops_elementwise,
         ops_grid,
         ops_index,
