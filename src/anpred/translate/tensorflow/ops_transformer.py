@@ -1,5 +1,6 @@
 """Ops of transformer and audio graphs, in ONNX's layout: RMS/Lp/instance/group normalisation,
-Swish, PRelu, Shrink, Hardmax, GatherElements, GatherND, TopK, Size, MeanVarianceNormalization, Det.
+Swish, PRelu, Shrink, Hardmax, GatherElements, GatherND, TopK, Size, MeanVarianceNormalization, Det,
+SwiGLU.
 
 Composed from ``tf.math``/``tf.nn`` kernels where TensorFlow has no single kernel for the
 op (RMSNormalization: ``tf.math.rsqrt`` of the mean square; GatherElements:
@@ -163,3 +164,11 @@ def mean_variance_norm(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
 def det(call: NodeCall, x: tf.Tensor) -> tf.Tensor:
     """ONNX Det: ``tf.linalg.det`` of the last two axes."""
     return tf.linalg.det(x)
+
+
+@onnx_op("SwiGLU")
+def swiglu(call: NodeCall, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """ONNX SwiGLU ``a * sigmoid(alpha * a) * b``; ``tf.nn.silu`` for ``alpha`` 1."""
+    alpha = float_attr(call, "alpha", 1.0)
+    gate = tf.nn.silu(a) if alpha == 1.0 else a * tf.math.sigmoid(a * alpha)
+    return gate * b
