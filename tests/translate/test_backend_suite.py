@@ -104,6 +104,18 @@ def test_annotate_gives_every_failure_a_category() -> None:
     assert "category" not in entries["test_ok"]
 
 
+def test_only_random_ops_are_random_output() -> None:
+    """Tests whose data are random (``*_random``) are judged like any other test."""
+    failed = {"outcome": "error", "message": "m", "vision": False}
+    names = ("test_reduce_sum_default_axes_keepdims_random", "test_randomnormal_like",
+             "test_randomuniform", "test_bernoulli_seed")  # fmt: skip
+    records = {name: failed for name in names}
+    ort = {name: {"outcome": "pass"} for name in records}
+    categories = {k: v["category"] for k, v in annotate("jax", records, ort).items()}
+    assert categories.pop("test_reduce_sum_default_axes_keepdims_random") == "open"
+    assert set(categories.values()) == {"out of scope for inference"}
+
+
 def test_fed_failure_that_passes_static_needs_a_static_input() -> None:
     records = {
         "test_up": {"outcome": "error", "message": "Resize scales must be static", "vision": 1},
