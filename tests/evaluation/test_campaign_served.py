@@ -23,7 +23,7 @@ from anpred.evaluation.fault_runs import FRESH, SERVED, fault_executor, run_faul
 from anpred.inject.spec import FaultSpec  # noqa: E402
 from anpred.pipeline.prune import KEEP_ALL  # noqa: E402
 from anpred.pipeline.run import run  # noqa: E402
-from anpred.settings import RunOptions  # noqa: E402
+from anpred.settings import ExecutionSettings, RunOptions  # noqa: E402
 from anpred.store import CAPTURE, ISOLATED, RunStore  # noqa: E402
 
 pytest.importorskip("onnxruntime")  # looked up only: the workers import the libraries
@@ -35,7 +35,8 @@ def test_a_served_fault_run_reuses_the_clean_records_and_judges_as_the_fresh_one
     model = str(tiny_cnn(tmp_path / "tiny.onnx"))
     base = tmp_path / "clean"
     options = RunOptions(model=model, libs=("torch,onnxruntime",), images=2)
-    clean = run(options, base, threads=1, parallel=1, keep_captures=KEEP_ALL, drill=False).summary
+    settings = ExecutionSettings(threads=1, parallel=1, keep_captures=KEEP_ALL, drill=False)
+    clean = run(options, base, settings).summary
     stages = clean.anchor_keys[:-1]
     assert len(stages) >= 2
     stage = stages[1]  # a stage with one before it

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from anpred.calibration.cache import cache_calibration_run
+from anpred.calibration.stored import attach, calibrate_run
 from anpred.errors import AnpredError
 from anpred.evaluation.fault_runs import (
     SERVED,
@@ -27,12 +29,10 @@ from anpred.evaluation.results import ModelResult, ResultsFolder, fault_key, mod
 from anpred.execution.executor import Executor
 from anpred.inject.spec import FaultSpec
 from anpred.participants import REFERENCE32
-from anpred.pipeline.calibrate import attach, calibrate_run
-from anpred.pipeline.calibration_cache import cache_calibration_run
 from anpred.pipeline.prune import KEEP_ALL, KEEP_NEEDED, prune_runs
 from anpred.pipeline.run import run
 from anpred.progress import Say
-from anpred.settings import RunOptions
+from anpred.settings import ExecutionSettings, RunOptions
 from anpred.store import EvalStore, RunStore
 from anpred.store.summary import Summary
 
@@ -76,7 +76,11 @@ def calibrate_clean_run(
         granularity=grid.granularity,
     )
     try:
-        run(options, cal_dir, say=say, threads=threads, parallel=parallel, executor=executor)
+        run(
+            options,
+            cal_dir,
+            ExecutionSettings(say=say, threads=threads, parallel=parallel, executor=executor),
+        )
         calibration = calibrate_run(cal_dir)
         attach(calibration, base)
         say(f"  calibration cached: {cache_calibration_run(options, cal_dir, calibration)}")
@@ -220,11 +224,9 @@ def _run_model(
             model=model, libs=(grid.libs,), images=grid.images, granularity=grid.granularity
         ),
         base,
-        say=say,
-        threads=threads,
-        parallel=parallel,
-        executor=executor,
-        keep_captures=KEEP_ALL,
+        ExecutionSettings(
+            say=say, threads=threads, parallel=parallel, executor=executor, keep_captures=KEEP_ALL
+        ),
     ).summary
     if grid.calibration:
         clean = calibrate_clean_run(grid, model, folders, base, say, threads, parallel, executor)
@@ -286,11 +288,13 @@ def _run_model(
                 ),
                 grid.sizes,
                 folders.sweep_dir(model),
-                say,
-                threads=threads,
-                parallel=parallel,
-                executor=executor,
-                keep_captures=keep_captures,
+                ExecutionSettings(
+                    say=say,
+                    threads=threads,
+                    parallel=parallel,
+                    executor=executor,
+                    keep_captures=keep_captures,
+                ),
             )
             kept.write_sweep(model, result.sweep)
     if keep_captures == KEEP_NEEDED:

@@ -29,7 +29,7 @@ from anpred.calibration.stored import with_stored_calibration
 from anpred.library.precision import FP32, ideal_class
 from anpred.participants import precision_classes
 from anpred.pipeline import statistics
-from anpred.pipeline.analyse import _participants
+from anpred.pipeline.analyse import participants_of
 from anpred.pipeline.collect_pool import collect_inputs
 from anpred.pipeline.evidence import Collection, RunEvidence
 from anpred.progress import quiet
@@ -57,7 +57,7 @@ def reuse_clean_records(base: Path, out: Path, clean: str, faulty: str, stage: s
         return False
     k = anchors.index(stage)
     params = with_stored_calibration(store, OracleParams())
-    _records, names = _participants(store)
+    _records, names = participants_of(store)
     prior, metrics, covered, inputs = statistics.load(base_store)
     renamed = [faulty if n == clean else n for n in covered]
     if (

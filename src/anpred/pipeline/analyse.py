@@ -88,7 +88,10 @@ def weights_label(options: Mapping[str, Any]) -> str:
     return f"seeded (seed {options['seed']})"
 
 
-def _participants(store: RunStore) -> tuple[list[dict[str, Any]], list[str]]:
+def participants_of(store: RunStore) -> tuple[list[dict[str, Any]], list[str]]:
+    """The judged participants' records (with their status detail) and names, in the
+    store's order: every participant but the fp64 reference.
+    """
     records, names = [], []
     for name, result in store.read_participants().items():
         if name == REFERENCE64:
@@ -366,7 +369,7 @@ def analyse(
     input_ids = store.read_input_ids()
     sources = store.read_input_sources()
     anchors = [a["key"] for a in export["anchors"]]
-    records, names = _participants(store)
+    records, names = participants_of(store)
     ev, params = _gather(store, names, anchors, input_ids, params, say, processes, early)
     verdicts: list[Verdict] = []
     for anchor in anchors:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from anpred import fork_server
 from anpred.pipeline.analyse import analyse
@@ -31,17 +30,13 @@ from anpred.zoo.registry import module_source
 __all__ = ["RunOutcome", "run"]
 
 
-def run(
-    options: RunOptions, out: Path, settings: ExecutionSettings | None = None, **fields: Any
-) -> RunOutcome:
+def run(options: RunOptions, out: Path, settings: ExecutionSettings | None = None) -> RunOutcome:
     """Run the whole pipeline and return the summary and the exit code.
 
     Args:
         options: What the run computes.
         out: The run directory (a run with the same options there is resumed).
         settings: How it executes (default: ``anpred run``'s defaults).
-        **fields: :class:`~anpred.settings.ExecutionSettings` fields by keyword, instead
-            of ``settings`` (``run(options, out, threads=2, drill=False)``).
 
     Returns:
         The run directory, its summary and the exit code: 0 no findings, 1 findings,
@@ -51,7 +46,7 @@ def run(
         UsageError: Bad settings or input (one line).
         JobFailedError: The model export crashed, failed or took over ``export_timeout`` s.
     """
-    settings = ExecutionSettings(**fields) if settings is None else settings
+    settings = ExecutionSettings() if settings is None else settings
     started = time.perf_counter()
     # a zoo transformer runs from its module source (the CLI maps it too: cli/flags.py)
     options = replace(options, model=module_source(options.model))
@@ -68,4 +63,3 @@ def run(
             early.close()  # interrupted, or the analysis did not take it over
         fork_server.stop()  # the run kept it for its analysis and report
     return finish_run(plan, summary, results)
-

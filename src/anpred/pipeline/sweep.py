@@ -16,7 +16,6 @@ from anpred.errors import UsageError
 from anpred.interchange.user_module import is_module_source, is_onnx_path
 from anpred.localization.sweep import sweep_by_anchor
 from anpred.pipeline.run import run
-from anpred.progress import Say
 from anpred.settings import ExecutionSettings, RunOptions
 from anpred.store import SweepStore
 from anpred.store.summary import Summary
@@ -27,17 +26,14 @@ def sweep(
     options: RunOptions,
     sizes: Sequence[int],
     out: Path,
-    say: Say | None = None,
     settings: ExecutionSettings | None = None,
-    **fields: Any,
 ) -> dict[str, Any]:
     """Run ``options`` at every size and summarise the error's dependence on size.
 
-    ``settings`` say how each run executes (or ``fields``, its fields by keyword, with
-    ``say``: the form ``evaluation/campaign.py`` calls it in).
+    ``settings`` say how each run executes (default: ``anpred run``'s defaults).
     """
     if settings is None:
-        settings = ExecutionSettings(**fields, **({"say": say} if say is not None else {}))
+        settings = ExecutionSettings()
     say = settings.say
     if is_onnx_path(options.model) or is_module_source(options.model):
         raise UsageError(
