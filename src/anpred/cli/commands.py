@@ -19,6 +19,7 @@ from anpred.cli.flags import (
 )
 from anpred.errors import UsageError
 from anpred.execution.slots import AUTO, describe_auto, parse_parallel, resolve
+from anpred.progress import to_stderr
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -174,7 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{Path(args.model).stem}-sweep")
     options = run_options(args)
     with executor_of(args) as executor:
-        settings = execution_settings(args, executor=executor, say=_say)
+        settings = execution_settings(args, executor=executor, say=to_stderr)
         result = sweep(options, sizes, out, settings=settings)
     print(sweep_table(result))
     print(f"sweep: {SweepStore(out).result_path}")
@@ -194,7 +195,7 @@ def cmd_eval_known_bugs(args: argparse.Namespace) -> int:
         args.config or "configs/known-bugs.json",
         out,
         Path(args.results) if args.results else None,
-        _say,
+        to_stderr,
         only=args.bugs or (),
         threads=args.threads,
         parallel=parallel,
@@ -219,7 +220,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     given, budget = parse_parallel(args.parallel), default_budget()
     parallel = resolve(given, args.threads, budget)
     if given == AUTO:
-        _say(describe_auto(parallel, args.threads, budget))
+        to_stderr(describe_auto(parallel, args.threads, budget))
     out = Path(args.out)
     for folder in dict.fromkeys([out, Path(args.results or out)]):
         EvalStore(folder).write_grid(grid.to_dict())
@@ -227,7 +228,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         results = evaluate(
             grid,
             out,
-            say=_say,
+            say=to_stderr,
             threads=args.threads,
             parallel=parallel,
             reanalyse=args.reanalyse,
@@ -244,16 +245,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _pruned_note(message: str) -> None:
     """``anpred report`` is quiet, but says (one line) when it judged from statistics."""
     from anpred.pipeline.prune import NOTE_START
 
     if message.startswith(NOTE_START):
-        _say(message)
+        to_stderr(message)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
