@@ -63,8 +63,13 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _png(fig: Any) -> bytes:
+    """Draw the figure once on its Agg canvas and encode it.
+
+    ``fig.savefig`` with a layout engine draws twice (once to lay out, once to print);
+    the canvas's ``print_png`` lays out and draws in one pass, same pixels at :data:`DPI`.
+    """
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    fig.canvas.print_png(buffer, metadata={"Software": None})
     return buffer.getvalue()
 
 
@@ -143,19 +148,21 @@ def deviation_heatmap(view: RunSummary) -> bytes | None:
         ax.set_xticklabels([_safe(p) for p in participants], rotation=30, ha="right", fontsize=8)
         _anchor_axis(ax, anchors, "y")
         annotate = grid.size <= MAX_ANNOTATED_CELLS
+        # cells lie inside the axes: left out of the layout, which need not measure them
         for i, a in enumerate(anchors):
             for j, p in enumerate(participants):
                 if (p, a) in findings:
                     ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
-                                           edgecolor="#d62728", linewidth=2.5))
+                                           edgecolor="#d62728", linewidth=2.5, in_layout=False))
                 if not annotate:
                     continue
                 if math.isnan(grid[i, j]):
-                    ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="#777777")
+                    ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="#777777",
+                            in_layout=False)
                 else:
                     dark = norm(grid[i, j]) < 0.6
                     ax.text(j, i, f"{grid[i, j]:.1e}", ha="center", va="center", fontsize=7,
-                            color="white" if dark else "black")
+                            color="white" if dark else "black", in_layout=False)
     if image is not None:
         bar = fig.colorbar(image, ax=list(axes), shrink=min(0.9, 12.0 / height))
         bar.set_label("median relative L2 over inputs (log)", fontsize=8)
