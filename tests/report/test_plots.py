@@ -90,3 +90,30 @@ def test_plots_drawn_in_the_runs_fork_server_are_the_plots_drawn_here(
         fork_server.stop()
     assert drawn_here == []  # every plot came from a process forked from the server
     assert there.images == here.images and there.errors == here.errors
+
+
+def test_one_draw_png_lays_out_as_savefig_does() -> None:
+    """``_png`` draws once on the canvas; the constrained layout must still run (labels
+    that would otherwise be cut off), giving savefig's pixels."""
+    import io
+
+    import numpy as np
+    from matplotlib.image import imread
+
+    from anpred.report.plots import DPI, _figure, _png
+
+    def figure() -> Any:
+        fig = _figure(4.0, 3.0)
+        ax = fig.subplots()
+        ax.plot([0, 1], [1, 2])
+        ax.set_ylabel("a long label the layout must make room for")
+        return fig
+
+    buffer = io.BytesIO()
+    figure().savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    ours = imread(io.BytesIO(_png(figure())))
+    theirs = imread(io.BytesIO(buffer.getvalue()))
+    assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
+    fig = figure()
+    fig.set_layout_engine("none")  # the check fails without the layout
+    assert not np.array_equal(imread(io.BytesIO(_png(fig))), theirs)
