@@ -5,7 +5,9 @@ Runs in the prepare worker process (static shapes are materialised with onnxrunt
 The legacy torch exporter names nodes after module scopes (``/model.2/cv1/conv/Conv``);
 the last tensor produced inside each top-level scope (``model.2``) becomes an anchor.
 Graphs without scopes (paddle2onnx, tf2onnx, hand-built) get automatic stage anchors from
-their dataflow graph (:mod:`anpred.interchange.auto_anchors`). A model with several inputs
+their dataflow graph (:mod:`anpred.interchange.auto_anchors`). A file that declares its
+anchors as extra graph outputs named ``anchor.<key>`` (``python -m
+anpred.zoo.transformer_export`` writes them) is anchored there. A model with several inputs
 takes them packed into one float32 vector (:mod:`anpred.interchange.packing`), as every
 runner feeds one array; ``packing.json`` in the run directory says how.
 """
@@ -25,6 +27,8 @@ from anpred.interchange.packing import PackedTensor
 from anpred.zoo.spec import OUTPUT_ANCHOR
 
 _SCOPE = re.compile(r"^/([^/]+)/")
+#: Graph outputs named so (after the first, the model's output) are declared anchors.
+DECLARED_PREFIX = "anchor."
 
 
 def load_onnx(path: Path) -> onnx.ModelProto:
@@ -50,6 +54,19 @@ def load_onnx(path: Path) -> onnx.ModelProto:
 def _scope(node: onnx.NodeProto) -> str | None:
     match = _SCOPE.match(node.name or "")
     return match.group(1) if match else None
+
+
+def declared_anchors(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """``(key, tensor)`` of the extra graph outputs named ``anchor.<key>``, in their order.
+
+    The first graph output is the model's own output (its ``output`` anchor), never one of
+    them.
+    """
+    return [
+        (out.name.removeprefix(DECLARED_PREFIX), out.name)
+        for out in model.graph.output[1:]
+        if out.name.startswith(DECLARED_PREFIX) and len(out.name) > len(DECLARED_PREFIX)
+    ]
 
 
 def infer_anchors(model: onnx.ModelProto) -> list[str]:
@@ -146,7 +163,8 @@ def anchored_user_export(
     Args:
         source: The user's ONNX file.
         folder: Where to write the graphs (inside the run directory).
-        anchors: Tensor names to use as anchors; inferred from module scopes when empty.
+        anchors: Tensor names to use as anchors; when empty, the file's declared anchors
+            (graph outputs ``anchor.<key>``), else inferred from module scopes.
         input_shapes: ``--input-shape`` values by input name (``None``: the only input).
         image_size: Side of dynamic image height/width (the preprocessing's side).
         folding_record: Where to write the record of the folding (the run store's path).
@@ -174,8 +192,11 @@ def anchored_user_export(
             f"no tensor named {', '.join(unknown[:3])} in {source.name}; "
             "--anchors takes tensor names of the graph"
         )
+    declared = declared_anchors(model)
     if anchors:
         keyed = [(a, a) for a in anchors]
+    elif declared and stages is None:
+        keyed = declared
     elif stages is not None or not has_scopes(model):
         keyed = auto_anchors(inferred, stages or DEFAULT_STAGES.get(granularity, 8))
     else:
@@ -208,7 +229,8 @@ def anchored_user_export(
             raise UsageError(f"cannot infer the shape of tensor {name!r}")
         anchored.graph.output.append(infos[name])
         shp = tuple(d.dim_value for d in infos[name].type.tensor_type.shape.dim)
-        records.append(AnchorOutput(key, key, "", "user" if key == name else "auto", name, shp))
+        group = "user" if key == name or (key, name) in declared else "auto"
+        records.append(AnchorOutput(key, key, "", group, name, shp))
     out_shape = tuple(d.dim_value for d in infos[final].type.tensor_type.shape.dim)
     records.append(AnchorOutput(OUTPUT_ANCHOR, OUTPUT_ANCHOR, "", "head", final, out_shape))
     onnx.save(annotate_static_shapes(anchored), str(folder / "anchored.onnx"))

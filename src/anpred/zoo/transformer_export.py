@@ -4,10 +4,11 @@
 ``transformers``' eager code writes it (``MatMul``, ``Softmax``, the mask added). This module
 writes the same model, built with ``attn_implementation="sdpa"``, through torch's dynamo
 exporter at opset 23, every anchor of the zoo plan as a graph output ``anchor.<key>``, the
-final output ``anchor.output`` first. Run it as an ONNX file, anchored at those outputs::
+final output ``anchor.output`` first. Run it as an ONNX file: those outputs are its anchors
+(:func:`anpred.pipeline.user_onnx.declared_anchors`)::
 
     python -m anpred.zoo.transformer_export llama_tiny llama_tiny_op23.onnx
-    anpred run llama_tiny_op23.onnx --libs all --anchors anchor.embed_tokens anchor.blocks.0 ...
+    anpred run llama_tiny_op23.onnx --libs all --input-range 0,99
 
 What torch 2.14.1's exporter emits (measured with transformers 5.24.0, onnxscript 0.7.2):
 
