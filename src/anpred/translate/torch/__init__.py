@@ -44,6 +44,7 @@ def make_adapter(settings: Mapping[str, Any] | None = None) -> LibraryAdapter:
         ops_resize,
         ops_spatial,
         ops_tensor,
+        ops_text,
     )
     from anpred.translate.torch.adapter import TorchAdapter
 
