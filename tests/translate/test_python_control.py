@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from anpred.translate.python_control import (
     LoopOps,
@@ -19,6 +20,7 @@ from anpred.translate.python_control import (
     run_loop,
     run_scan,
     run_scan_batched,
+    scan_batched_node,
     scan_operands,
     split_inputs,
 )
@@ -122,3 +124,14 @@ def test_loop_node_reads_trip_count_condition_and_outer_values() -> None:
     assert scanned.shape == (3, 1)
     total, scanned = loop_node(call, [np.asarray([5]), np.asarray([False]), 7, 100], LOOP)
     assert total == 7 and scanned.shape == (0,)  # no iteration: one empty scan output
+
+
+def test_scan8_node_refuses_short_sequences() -> None:
+    body = Subgraph(program=None, outer=())
+    call = NodeCall(
+        "Scan", "scan", {"num_scan_inputs": 1}, 8, consts=(None,) * 3,
+        extra={"subgraphs": {"body": body}},
+    )  # fmt: skip
+    x = np.arange(3).reshape(1, 3)
+    with pytest.raises(NotImplementedError, match="sequence_lens"):
+        scan_batched_node(call, [np.asarray([2]), np.zeros((1,), int), x], SCAN)

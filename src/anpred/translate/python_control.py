@@ -108,6 +108,21 @@ def scan_node(
     return (*final, *outputs)
 
 
+def scan_batched_node(call: NodeCall, args: Sequence[Any], ops: ScanOps) -> tuple[Any, ...]:
+    """ONNX Scan-8 of a library that reads ``sequence_lens`` back (eager).
+
+    Only full-length sequences (``sequence_lens`` absent or equal to the length).
+
+    Returns:
+        The final states, then the scan outputs (:func:`run_scan_batched`).
+    """
+    (lengths, *values), outer = split_inputs(call, args)
+    states, inputs = scan_operands(call, values)
+    if lengths is not None and bool((lengths != inputs[0].shape[1]).any()):
+        raise NotImplementedError("Scan-8 with sequence_lens shorter than the sequence")
+    return run_scan_batched(call, body_runner(call, outer), states, inputs, ops)
+
+
 def run_loop(
     body: Body, limit: int | None, going: bool, carried: list[Any], scan_outputs: int,
     ops: LoopOps,

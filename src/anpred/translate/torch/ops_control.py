@@ -16,11 +16,9 @@ import torch
 from anpred.translate.python_control import (
     LoopOps,
     ScanOps,
-    body_runner,
     loop_node,
-    run_scan_batched,
+    scan_batched_node,
     scan_node,
-    scan_operands,
     split_inputs,
 )
 from anpred.translate.registry import NodeCall, register
@@ -81,8 +79,4 @@ def scan_batched(call: NodeCall, *args: Any) -> tuple[Any, ...]:
 
     Only full-length sequences (``sequence_lens`` absent or equal to the length).
     """
-    (lengths, *values), outer = split_inputs(call, args)
-    states, inputs = scan_operands(call, values)
-    if lengths is not None and bool((lengths != inputs[0].shape[1]).any()):
-        raise NotImplementedError("Scan-8 with sequence_lens shorter than the sequence")
-    return run_scan_batched(call, body_runner(call, outer), states, inputs, _SCAN)
+    return scan_batched_node(call, args, _SCAN)
