@@ -4,8 +4,8 @@ Each subgraph runs as its own program through the TensorFlow translators
 (:mod:`anpred.translate.subgraphs`), traced into the enclosing graph: If is ``tf.cond``
 (the branch taken directly when the condition is static), Loop is ``tf.while_loop`` with
 its scan outputs collected in ``tf.TensorArray`` objects, and Scan is unrolled in Python
-over the static length of its scan inputs (``tf.stack`` of the per-step outputs). Values
-cross the subgraph boundary in ONNX's layout.
+over the static length of its scan inputs (:mod:`anpred.translate.python_control`;
+``tf.stack`` of the per-step outputs). Values cross the subgraph boundary in ONNX's layout.
 """
 
 from __future__ import annotations
@@ -15,18 +15,24 @@ from typing import Any
 
 import numpy as np
 
+from anpred.translate.python_control import (
+    Body,
+    ScanOps,
+    run_scan,
+    run_scan_batched,
+    split_inputs,
+)
 from anpred.translate.registry import NodeCall
 from anpred.translate.subgraphs import Subgraph
 from anpred.translate.tensorflow.layout import TFValue, layout_op
 from anpred.translate.tensorflow.lean_import import tf
 
-
-def _split(call: NodeCall, args: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The node's own inputs, and the enclosing graph's values its subgraphs read, by name."""
-    own = len(call.consts)
-    subgraphs: dict[str, Subgraph] = call.extra["subgraphs"]
-    names = list(dict.fromkeys(n for sub in subgraphs.values() for n in sub.outer))
-    return list(args[:own]), dict(zip(names, args[own:], strict=True))
+_SCAN = ScanOps(
+    rank=lambda x: x.shape.rank,
+    take=lambda x, position, axis: tf.gather(x, position, axis=axis),
+    stack=lambda values, axis: tf.stack(values, axis),
+)
+_DIRECTIONS = ("scan_input_directions",)
 
 
 def _tensors(values: Sequence[TFValue]) -> list[tf.Tensor]:
@@ -40,7 +46,7 @@ def _values(tensors: Sequence[tf.Tensor]) -> list[TFValue]:
 @layout_op("If")
 def if_(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
     """ONNX If: the ``then_branch`` or ``else_branch`` subgraph (``tf.cond``)."""
-    (condition,), outer = _split(call, args)
+    (condition,), outer = split_inputs(call, args)
     branches = call.extra["subgraphs"]
     static = call.const(0)
     if static is not None:
@@ -62,7 +68,7 @@ def loop(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
     The body takes (iteration, condition, carried ...) and returns (condition, carried ...,
     scan outputs ...); each scan output stacks its per-iteration values on a new axis 0.
     """
-    (trip, condition, *carried), outer = _split(call, args)
+    (trip, condition, *carried), outer = split_inputs(call, args)
     body: Subgraph = call.extra["subgraphs"]["body"]
     limit = None if trip is None else tf.cast(tf.reshape(trip.nchw(), []), tf.int64)
     going = (
@@ -100,37 +106,9 @@ def loop(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
     return tuple(_values([*values, *scans]))
 
 
-def _scan(
-    call: NodeCall, body: Subgraph, outer: dict[str, Any], states: list[tf.Tensor],
-    inputs: list[tf.Tensor],
-) -> tuple[list[tf.Tensor], list[tf.Tensor]]:  # fmt: skip
-    """One scan over ``inputs`` (axes from ``scan_input_axes``), unrolled."""
-    count = len(inputs)
-    in_axes = [int(a) for a in call.attr("scan_input_axes", [0] * count)]
-    directions = [int(d) for d in call.attr("scan_input_directions", [0] * count)]
-    axes = [a % x.shape.rank for a, x in zip(in_axes, inputs, strict=True)]
-    length = int(inputs[0].shape[axes[0]]) if inputs else 0
-    collected: list[list[tf.Tensor]] = []
-    for t in range(length):
-        slices = [
-            tf.gather(x, length - 1 - t if direction else t, axis=axis)
-            for x, axis, direction in zip(inputs, axes, directions, strict=True)
-        ]
-        results = _tensors(body.run(_values([*states, *slices]), outer))
-        states = results[: len(states)]
-        if not collected:
-            collected = [[] for _ in results[len(states) :]]
-        for bucket, value in zip(collected, results[len(states) :], strict=True):
-            bucket.append(value)
-    outputs = []
-    out_axes = call.attr("scan_output_axes", [0] * len(collected))
-    out_directions = call.attr("scan_output_directions", [0] * len(collected))
-    for bucket, axis, direction in zip(collected, out_axes, out_directions, strict=True):
-        if int(direction):
-            bucket = bucket[::-1]
-        rank = bucket[0].shape.rank + 1
-        outputs.append(tf.stack(bucket, int(axis) % rank))
-    return states, outputs
+def _body(body: Subgraph, outer: dict[str, Any]) -> Body:
+    """``body`` run on tensors in ONNX's layout, across the subgraph boundary."""
+    return lambda tensors: _tensors(body.run(_values(tensors), outer))
 
 
 @layout_op("Scan", since=9)
@@ -140,11 +118,12 @@ def scan(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
     States are carried from one iteration to the next; each scan output stacks its
     per-iteration values along its ``scan_output_axes`` axis (reversed for direction 1).
     """
-    values, outer = _split(call, args)
+    values, outer = split_inputs(call, args)
     scanned = int(call.attr("num_scan_inputs"))
     tensors = _tensors(values)
     states, inputs = tensors[: len(tensors) - scanned], tensors[len(tensors) - scanned :]
-    final, outputs = _scan(call, call.extra["subgraphs"]["body"], outer, states, inputs)
+    body = _body(call.extra["subgraphs"]["body"], outer)
+    final, outputs = run_scan(call, body, states, inputs, _SCAN, _DIRECTIONS)
     return tuple(_values([*final, *outputs]))
 
 
@@ -154,7 +133,7 @@ def scan_batched(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
 
     Only full-length sequences (``sequence_lens`` absent, or static and equal to the length).
     """
-    (lengths, *values), outer = _split(call, args)
+    (lengths, *values), outer = split_inputs(call, args)
     scanned = int(call.attr("num_scan_inputs"))
     tensors = _tensors(values)
     states, inputs = tensors[: len(tensors) - scanned], tensors[len(tensors) - scanned :]
@@ -162,12 +141,5 @@ def scan_batched(call: NodeCall, *args: Any) -> tuple[TFValue, ...]:
         static = call.const(0)
         if static is None or np.any(np.asarray(static) != int(inputs[0].shape[1])):
             raise NotImplementedError("Scan-8 with sequence_lens shorter than the sequence")
-    body = call.extra["subgraphs"]["body"]
-    per_entry = [
-        _scan(call, body, outer, [s[b] for s in states], [x[b] for x in inputs])
-        for b in range(int(inputs[0].shape[0]))
-    ]
-    finals = [tf.stack([entry[0][i] for entry in per_entry]) for i in range(len(states))]
-    count = len(per_entry[0][1]) if per_entry else 0
-    outputs = [tf.stack([entry[1][i] for entry in per_entry]) for i in range(count)]
-    return tuple(_values([*finals, *outputs]))
+    body = _body(call.extra["subgraphs"]["body"], outer)
+    return tuple(_values(run_scan_batched(call, body, states, inputs, _SCAN, _DIRECTIONS)))
