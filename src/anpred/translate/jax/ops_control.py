@@ -6,13 +6,13 @@ condition is known while tracing (a constant, or shape arithmetic) runs one bran
 ``jax.ensure_compile_time_eval``, so that the values it folds stay known to what follows); a
 run-time condition becomes ``lax.cond`` (both branches must then give the same shapes and
 dtypes). Loop and Scan are unrolled in Python over their static lengths (jax programs have
-static shapes), a Loop's condition must be known while tracing; their per-iteration outputs
-are ``jnp.stack``-ed.
+static shapes; :mod:`anpred.translate.python_control`), a Loop's condition must be known
+while tracing; their per-iteration outputs are ``jnp.stack``-ed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from typing import Any
 
 import jax
@@ -23,16 +23,20 @@ from jax import lax
 from anpred.errors import UsageError
 from anpred.translate.jax.numerics import index_dtype
 from anpred.translate.jax.registration import register
+from anpred.translate.python_control import (
+    LoopOps,
+    ScanOps,
+    body_runner,
+    run_loop,
+    run_scan_batched,
+    scan_node,
+    scan_operands,
+    split_inputs,
+)
 from anpred.translate.registry import NodeCall
 from anpred.translate.subgraphs import Subgraph
 
-
-def _split(call: NodeCall, args: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The node's own inputs, and the enclosing graph's values its subgraphs read, by name."""
-    own = len(call.consts)
-    subgraphs: dict[str, Subgraph] = call.extra["subgraphs"]
-    names = list(dict.fromkeys(n for sub in subgraphs.values() for n in sub.outer))
-    return list(args[:own]), dict(zip(names, args[own:], strict=True))
+_DIRECTIONS = ("scan_input_directions",)  # Scan-8's ``directions`` renamed by the caller
 
 
 def _known(call: NodeCall, index: int, value: Any) -> np.ndarray | None:
@@ -47,7 +51,7 @@ def _known(call: NodeCall, index: int, value: Any) -> np.ndarray | None:
 @register("If")
 def if_(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     """ONNX If: the ``then_branch`` or ``else_branch`` subgraph, as the condition says."""
-    (condition,), outer = _split(call, args)
+    (condition,), outer = split_inputs(call, args)
     branches = call.extra["subgraphs"]
     known = _known(call, 0, condition)
     if known is not None:
@@ -63,10 +67,6 @@ def if_(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     )
 
 
-def _stacked(slices: list[Any], axis: int = 0) -> Any:
-    return jnp.stack(slices, axis=axis) if slices else jnp.zeros((0,), jnp.float32)
-
-
 def _flag(value: Any, what: str, call: NodeCall) -> bool:
     if isinstance(value, jax.core.Tracer):
         raise UsageError(
@@ -76,6 +76,27 @@ def _flag(value: Any, what: str, call: NodeCall) -> bool:
     return bool(np.asarray(value).reshape(-1)[0])
 
 
+def _stack(values: list[Any], axis: int) -> Any:
+    return jnp.stack(values, axis=axis)
+
+
+def _loop_ops(call: NodeCall) -> LoopOps:
+    """The tensor primitives in jax; a condition read back names ``call`` when traced."""
+    return LoopOps(
+        index=lambda step: np.asarray(step, dtype=index_dtype()),
+        flag=lambda going: np.asarray(going),
+        first=lambda value: _flag(value, "condition", call),
+        stack=_stack,
+        empty=lambda: jnp.zeros((0,), jnp.float32),
+    )
+
+
+_SCAN = ScanOps(
+    rank=lambda x: x.ndim, take=lambda x, position, axis: jnp.take(x, position, axis=axis),
+    stack=_stack,
+)  # fmt: skip
+
+
 @register("Loop")
 def loop(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     """ONNX Loop: up to ``M`` iterations while ``cond``; carried values and scan outputs.
@@ -83,7 +104,7 @@ def loop(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     The body takes (iteration, condition, carried ...) and returns (condition, carried ...,
     scan outputs ...); each scan output stacks its per-iteration values on a new axis 0.
     """
-    (trip, condition, *carried), outer = _split(call, args)
+    (trip, condition, *carried), outer = split_inputs(call, args)
     body: Subgraph = call.extra["subgraphs"]["body"]
     known_trip = _known(call, 0, trip)
     if trip is not None and known_trip is None:
@@ -98,53 +119,8 @@ def loop(call: NodeCall, *args: Any) -> tuple[Any, ...]:
             call,
         )
     )
-    scans: list[list[Any]] = []
-    step = 0
-    while going and (limit is None or step < limit):
-        counter = np.asarray(step, dtype=index_dtype())
-        results = body.run([counter, np.asarray(going), *carried], outer)
-        going = _flag(results[0], "condition", call)
-        carried = results[1 : 1 + len(carried)]
-        extra = results[1 + len(carried) :]
-        if not scans:
-            scans = [[] for _ in extra]
-        for collected, value in zip(scans, extra, strict=True):
-            collected.append(value)
-        step += 1
     count = len(body.program.outputs) - 1 - len(carried)
-    outputs = [_stacked(collected) for collected in scans] or [_stacked([])] * count
-    return (*carried, *outputs)
-
-
-def _scan(
-    call: NodeCall, body: Subgraph, outer: dict[str, Any], states: list[Any], inputs: list[Any]
-) -> tuple[list[Any], list[Any]]:
-    """One scan over ``inputs`` (axes from ``scan_input_axes``)."""
-    count = len(inputs)
-    in_axes = [int(a) for a in call.attr("scan_input_axes", [0] * count)]
-    directions = [int(d) for d in call.attr("scan_input_directions", [0] * count)]
-    axes = [a % x.ndim for a, x in zip(in_axes, inputs, strict=True)]
-    length = inputs[0].shape[axes[0]] if inputs else 0
-    collected: list[list[Any]] = []
-    for t in range(length):
-        slices = [
-            jnp.take(x, length - 1 - t if direction else t, axis=axis)
-            for x, axis, direction in zip(inputs, axes, directions, strict=True)
-        ]
-        results = body.run([*states, *slices], outer)
-        states = results[: len(states)]
-        if not collected:
-            collected = [[] for _ in results[len(states) :]]
-        for bucket, value in zip(collected, results[len(states) :], strict=True):
-            bucket.append(value)
-    outputs = []
-    out_axes = call.attr("scan_output_axes", [0] * len(collected))
-    out_directions = call.attr("scan_output_directions", [0] * len(collected))
-    for bucket, axis, direction in zip(collected, out_axes, out_directions, strict=True):
-        if int(direction):
-            bucket = bucket[::-1]
-        outputs.append(_stacked(bucket, int(axis) % (bucket[0].ndim + 1)))
-    return states, outputs
+    return run_loop(body_runner(call, outer), limit, going, carried, count, _loop_ops(call))
 
 
 @register("Scan", since=9)
@@ -154,11 +130,7 @@ def scan(call: NodeCall, *args: Any) -> tuple[Any, ...]:
     States are carried from one iteration to the next; each scan output stacks its
     per-iteration values along its ``scan_output_axes`` axis (reversed for direction 1).
     """
-    values, outer = _split(call, args)
-    scanned = int(call.attr("num_scan_inputs"))
-    states, inputs = values[: len(values) - scanned], values[len(values) - scanned :]
-    final, outputs = _scan(call, call.extra["subgraphs"]["body"], outer, states, inputs)
-    return (*final, *outputs)
+    return scan_node(call, args, _SCAN, _DIRECTIONS)
 
 
 @register("Scan", since=8)
@@ -168,27 +140,16 @@ def scan_batched(call: NodeCall, *args: Any) -> tuple[Any, ...]:
 
     Only full-length sequences (``sequence_lens`` absent or equal to the length).
     """
-    (lengths, *values), outer = _split(call, args)
-    scanned = int(call.attr("num_scan_inputs"))
-    states, inputs = values[: len(values) - scanned], values[len(values) - scanned :]
+    (lengths, *values), outer = split_inputs(call, args)
+    states, inputs = scan_operands(call, values)
     known = _known(call, 0, lengths)
     if lengths is not None and (known is None or np.any(known != inputs[0].shape[1])):
         raise UsageError(f"Scan node {call.name}: sequence_lens shorter than the sequence")
     if call.attr("directions") is not None:
         call = _with_directions(call)
-    body = call.extra["subgraphs"]["body"]
-    per_entry = [
-        _scan(call, body, outer, [s[b] for s in states], [x[b] for x in inputs])
-        for b in range(inputs[0].shape[0])
-    ]
-    finals = [jnp.stack([entry[0][i] for entry in per_entry]) for i in range(len(states))]
-    count = len(per_entry[0][1]) if per_entry else 0
-    outputs = [jnp.stack([entry[1][i] for entry in per_entry]) for i in range(count)]
-    return (*finals, *outputs)
+    return run_scan_batched(call, body_runner(call, outer), states, inputs, _SCAN, _DIRECTIONS)
 
 
 def _with_directions(call: NodeCall) -> NodeCall:
-    import dataclasses
-
     attrs = {**call.attrs, "scan_input_directions": call.attr("directions")}
     return dataclasses.replace(call, attrs=attrs)
