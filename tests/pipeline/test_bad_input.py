@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 from tiny_model import tiny_cnn
 
 from conftest import anpred
@@ -46,13 +51,31 @@ def test_unreadable_and_malformed_onnx(tmp_path) -> None:
     _one_line_error(anpred("run", str(bad), "--out", str(tmp_path / "o2")), "not a valid ONNX")
 
 
+def _with_roi_align(path: Path) -> Path:
+    """The tiny CNN with a 1x1 RoiAlign over the whole map in place of its global pool."""
+    model = onnx.load(str(tiny_cnn(path)))
+    pool = next(n for n in model.graph.node if n.op_type == "GlobalAveragePool")
+    pool.CopyFrom(helper.make_node(
+        "RoiAlign", ["s2", "rois", "roi_batch"], ["p3"], name="/head/RoiAlign",
+        output_height=1, output_width=1, sampling_ratio=2,
+    ))  # fmt: skip
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([[0, 0, 15, 15]], np.float32), "rois"),
+        numpy_helper.from_array(np.array([0], np.int64), "roi_batch"),
+    ])  # fmt: skip
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
 def test_op_without_translator(tmp_path) -> None:
-    # EyeLike: torch translates it (the fp32 reference runs), jax has no translator
-    model = tiny_cnn(tmp_path / "eyelike.onnx", extra_op="EyeLike")
+    # RoiAlign: torch translates it (the fp32 reference runs), jax has none (its expectations
+    # say "no translator"; pick another such op when jax gains it)
+    model = _with_roi_align(tmp_path / "roialign.onnx")
     proc = anpred(
         "run", str(model), "--libs", "torch,jax", "--images", "1", "--out", str(tmp_path / "o")
     )
-    _one_line_error(proc, "op EyeLike (opset 17, node /tail/EyeLike) has no jax translator")
+    _one_line_error(proc, "op RoiAlign (opset 17, node /head/RoiAlign) has no jax translator")
 
 
 def test_image_that_is_not_an_image(tiny_onnx, tmp_path) -> None:
