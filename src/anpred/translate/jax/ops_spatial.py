@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
+from anpred.translate.col2im_positions import col2im_positions
 from anpred.translate.jax.registration import register
 from anpred.translate.jax.static import static_ints
 from anpred.translate.registry import NodeCall
@@ -73,23 +73,7 @@ def col2im(call: NodeCall, x: Any, image_shape: Any, block_shape: Any) -> Any:
     """
     image = static_ints(call, 1, image_shape, "image_shape")
     block = static_ints(call, 2, block_shape, "block_shape")
-    nd = len(image)
-    pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
-    dilations = [int(d) for d in call.attr("dilations", [1] * nd)]
-    strides = [int(s) for s in call.attr("strides", [1] * nd)]
-    counts = [
-        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
-        for i in range(nd)
-    ]
-    offsets = np.meshgrid(*[np.arange(k) for k in block], indexing="ij")
-    starts = np.meshgrid(*[np.arange(n) for n in counts], indexing="ij")
-    flat = np.zeros((), np.int64)
-    valid = np.ones((), bool)
-    for i in range(nd):  # (kernel offsets, blocks) -> image position along axis i
-        pos = (starts[i].reshape(1, -1) * strides[i] + offsets[i].reshape(-1, 1) * dilations[i]
-               - pads[i])  # fmt: skip
-        valid = valid & (pos >= 0) & (pos < image[i])
-        flat = flat * image[i] + np.clip(pos, 0, image[i] - 1)
+    flat, valid = col2im_positions(call, image, block)
     n = x.shape[0]
     columns = x.reshape(n, -1, flat.size)  # (N, C, kernel offsets * blocks)
     keep = valid.reshape(-1)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from anpred.errors import AnpredError
+from anpred.translate.col2im_positions import col2im_positions
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, onnx_op, spatial_result
 from anpred.translate.tensorflow.lean_import import tf
@@ -100,23 +101,7 @@ def col2im(
         return _col2im_run_time(call, x, image_shape, block_shape)
     image = _static_ints(call, 1, "image_shape")
     block = _static_ints(call, 2, "block_shape")
-    nd = len(image)
-    pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
-    dilations = [int(d) for d in call.attr("dilations", [1] * nd)]
-    strides = [int(s) for s in call.attr("strides", [1] * nd)]
-    counts = [
-        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
-        for i in range(nd)
-    ]
-    offsets = np.meshgrid(*[np.arange(k) for k in block], indexing="ij")
-    starts = np.meshgrid(*[np.arange(n) for n in counts], indexing="ij")
-    flat = np.zeros((), np.int64)
-    valid = np.ones((), bool)
-    for i in range(nd):  # (kernel offsets, blocks) -> image position along axis i
-        pos = starts[i].reshape(1, -1) * strides[i] + offsets[i].reshape(-1, 1) * dilations[i]
-        pos = pos - pads[i]
-        valid = valid & (pos >= 0) & (pos < image[i])
-        flat = flat * image[i] + np.clip(pos, 0, image[i] - 1)
+    flat, valid = col2im_positions(call, image, block)
     keep = np.flatnonzero(valid.reshape(-1))
     channels = int(x.shape[1]) // math.prod(block)
     columns = tf.reshape(x, [-1, channels, flat.size])  # (N, C, kernel offsets * blocks)
