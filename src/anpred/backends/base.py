@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -84,6 +84,12 @@ class IsolationUnavailable(Exception):
     """
 
 
+class ResumeUnavailable(Exception):
+    """The runner cannot recompute part of its anchors from given ones (:meth:`Runner.resume`);
+    ``str(err)`` is the reason (the worker runs the whole model instead and records it).
+    """
+
+
 @dataclass
 class Capture:
     """One participant's anchors for one input: arrays plus the layout of each."""
@@ -113,6 +119,9 @@ class Runner(ABC):
     #: The fp64 reference's anchors for the current input, set by the worker before each
     #: inference while :attr:`wants_reference` (a converted runtime maps its outputs by them).
     reference: Mapping[str, np.ndarray] | None = None
+    #: Set by the worker before :meth:`activate` when it will :meth:`resume`: a runner that
+    #: can builds the whole model's programs only if it is asked to run them.
+    resuming: bool = False
 
     def __init__(
         self, settings: Mapping[str, Any] | None = None, hooks: NodeHooks | None = None
@@ -184,6 +193,32 @@ class Runner(ABC):
         capture = self.isolate_impl(feed, anchors)
         self._timed("isolation", start)
         return capture
+
+    def resume(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        """Recompute the anchors ``outputs`` only, every anchor of ``fed`` given.
+
+        Each consumer of an anchor in ``fed`` reads the given value (in the graph's own
+        layout and dtype) instead of computing it, and only what ``outputs`` need runs
+        (:mod:`anpred.interchange.resume`). Fed the participant's own values of the anchors
+        a fault does not reach, it gives what the whole faulty model computes at the others;
+        fed every anchor from the fp64 reference, their stage-isolated values.
+
+        Raises:
+            ResumeUnavailable: The runner runs only whole models (the worker then does).
+        """
+        self.step = Step.EXECUTE
+        start = time.perf_counter()
+        capture = self.resume_impl(feed, fed, outputs)
+        self._timed("resume", start)
+        return capture
+
+    def resume_impl(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        """Resumed inference (default: unavailable)."""
+        raise ResumeUnavailable(f"{type(self).__name__} runs whole models only")
 
     @property
     def job(self) -> ModelJob:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,7 @@ from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.interchange.ir_version import lowered_ir
 from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.interchange.resume import export_resumed, resumed_feeds
 
 #: ``settings["optimization"]`` values and the onnxruntime levels they select.
 OPT_LEVELS = {
@@ -45,17 +46,41 @@ class OnnxRuntimeRunner(Runner):
 
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.COMPILE
-        self.session = self._session(str(job.export.anchored_path))
-        self.plain = self._session(str(job.export.plain_path))
+        self._sessions: dict[str, ort.InferenceSession] = {}
+        if not self.resuming:  # else built if the worker runs the whole model after all
+            self._whole("anchored")
+            self._whole("plain")
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[ort.InferenceSession, list[str]] | None = None
+        self._resumed: dict[tuple[tuple[str, ...], ...], tuple[Any, list[str]]] = {}
+
+    def _whole(self, kind: str) -> ort.InferenceSession:
+        """The session of the export's ``anchored`` or ``plain`` model."""
+        if kind not in self._sessions:
+            export = self.job.export
+            path = export.anchored_path if kind == "anchored" else export.plain_path
+            self._sessions[kind] = self._session(str(path))
+        return self._sessions[kind]
 
     def infer_impl(self, feed: np.ndarray) -> Capture:
-        values = self.session.run(self.names, {self.job.export.input_name: feed})
+        values = self._whole("anchored").run(self.names, {self.job.export.input_name: feed})
         return Capture({a.key: v for a, v in zip(self.job.export.anchors, values, strict=True)})
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
-        return self.plain.run(None, {self.job.export.input_name: feed})[0]
+        return self._whole("plain").run(None, {self.job.export.input_name: feed})[0]
+
+    def resume_impl(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        key = (tuple(fed), tuple(outputs))
+        if key not in self._resumed:
+            model, inputs = export_resumed(self.job.export, list(fed), outputs)
+            self._resumed[key] = (self._session(model.SerializeToString()), inputs)
+        session, inputs = self._resumed[key]
+        by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
+        feeds = resumed_feeds(self.job.export, inputs, feed, fed)
+        values = session.run([by_key[k] for k in outputs], feeds)
+        return Capture(dict(zip(outputs, values, strict=True)))
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         if self._isolation is None:

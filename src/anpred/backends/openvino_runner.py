@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import openvino as ov
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.interchange.resume import export_resumed, resumed_feeds
 
 
 @register_runner("openvino")
@@ -36,12 +37,28 @@ class OpenVinoRunner(Runner):
 
     def activate_impl(self, job: ModelJob) -> None:
         self.core = ov.Core()
+        self.names = [a.onnx_name for a in job.export.anchors]
+        self._isolation: tuple[Any, list[str]] | None = None
+        self._resumed: dict[tuple[tuple[str, ...], ...], Any] = {}
+        self._plain: Any | None = None
+        if self.resuming:  # compiled if the worker runs the whole model after all
+            return
         model = self.core.read_model(str(job.export.anchored_path))
         self.step = Step.COMPILE
         self.compiled = self._compile(model)
-        self.plain = self._compile(self.core.read_model(str(job.export.plain_path)))
-        self.names = [a.onnx_name for a in job.export.anchors]
-        self._isolation: tuple[Any, list[str]] | None = None
+        self._plain = self._compile(self.core.read_model(str(job.export.plain_path)))
+
+    def _anchored(self) -> Any:
+        if self.compiled is None:
+            self.compiled = self._compile(self.core.read_model(str(self.job.export.anchored_path)))
+        return self.compiled
+
+    @property
+    def plain(self) -> Any:
+        """The compiled plain model."""
+        if self._plain is None:
+            self._plain = self._compile(self.core.read_model(str(self.job.export.plain_path)))
+        return self._plain
 
     def _run(self, compiled: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
         # share_outputs=False (the default): each value is a copy the request no longer
@@ -58,7 +75,22 @@ class OpenVinoRunner(Runner):
         return Capture({a.key: by_name[a.onnx_name] for a in self.job.export.anchors})
 
     def infer_impl(self, feed: np.ndarray) -> Capture:
-        return self._run(self.compiled, {self.job.export.input_name: feed})
+        return self._run(self._anchored(), {self.job.export.input_name: feed})
+
+    def resume_impl(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        key = (tuple(fed), tuple(outputs))
+        if key not in self._resumed:
+            model, inputs = export_resumed(self.job.export, list(fed), outputs)
+            ov_model = self.core.read_model(model.SerializeToString(), b"")
+            self._resumed[key] = (self._compile(ov_model), inputs)
+        compiled, inputs = self._resumed[key]
+        feeds = resumed_feeds(self.job.export, inputs, feed, fed)
+        result = compiled(feeds, share_outputs=False)
+        by_name = {name: np.asarray(v) for port, v in result.items() for name in port.get_names()}
+        by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
+        return Capture({k: by_name[by_key[k]] for k in outputs})
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
         result = self.plain({self.job.export.input_name: feed})
@@ -86,8 +118,10 @@ class OpenVinoRunner(Runner):
             "precision_requested": requested,
             "precision": requested,
         }
-        if self.compiled is not None:  # what the plugin really uses (it may fall back to f32)
-            in_effect = self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        resumed = [c for c, _ in getattr(self, "_resumed", {}).values()]
+        compiled = self.compiled if self.compiled is not None else next(iter(resumed), None)
+        if compiled is not None:  # what the plugin really uses (it may fall back to f32)
+            in_effect = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
             settings.update(
                 precision=in_effect,
                 fell_back=in_effect != requested,

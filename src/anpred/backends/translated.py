@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +11,7 @@ import onnx
 
 from anpred.backends.base import Capture, ModelJob, NodeHooks
 from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.interchange.resume import export_resumed, resumed_feeds
 from anpred.translate.evaluator_reference import EvaluatorGraph
 from anpred.translate.graph import GraphProgram
 
@@ -27,6 +28,8 @@ class TranslatedProgram:
         graph: What executes each graph: the translators' interpreter, or ONNX's
             evaluator for the float64 reference that falls back to it
             (:class:`~anpred.translate.evaluator_reference.EvaluatorGraph`).
+        lazy: Build the anchored and plain programs on first use (a worker that resumes
+            may never run them).
     """
 
     def __init__(
@@ -36,6 +39,7 @@ class TranslatedProgram:
         settings: Mapping[str, Any],
         hooks: NodeHooks | None = None,
         graph: type[GraphProgram] | type[EvaluatorGraph] = GraphProgram,
+        lazy: bool = False,
     ) -> None:
         package = importlib.import_module(f"anpred.translate.{library}")
         self.adapter = package.make_adapter(dict(settings))
@@ -44,9 +48,28 @@ class TranslatedProgram:
         self._graph = graph
         self.names = [a.onnx_name for a in job.export.anchors]
         self.hooks = hooks or NodeHooks()
-        self.anchored = self._program(onnx.load(job.export.anchored_path), outputs=self.names)
-        self.plain = self._program(onnx.load(job.export.plain_path))
+        self._anchored: GraphProgram | EvaluatorGraph | None = None
+        self._plain: GraphProgram | EvaluatorGraph | None = None
+        if not lazy:
+            self._anchored = self.anchored
+            self._plain = self.plain
         self._isolation: tuple[GraphProgram | EvaluatorGraph, list[str]] | None = None
+        self._resumed: dict[tuple[tuple[str, ...], ...], GraphProgram | EvaluatorGraph] = {}
+
+    @property
+    def anchored(self) -> GraphProgram | EvaluatorGraph:
+        """The anchored graph's program (built on first use when ``lazy``)."""
+        if self._anchored is None:
+            model = onnx.load(self.job.export.anchored_path)
+            self._anchored = self._program(model, outputs=self.names)
+        return self._anchored
+
+    @property
+    def plain(self) -> GraphProgram | EvaluatorGraph:
+        """The plain graph's program (built on first use when ``lazy``)."""
+        if self._plain is None:
+            self._plain = self._program(onnx.load(self.job.export.plain_path))
+        return self._plain
 
     def _program(self, model: onnx.ModelProto, **kwargs: Any) -> GraphProgram | EvaluatorGraph:
         return self._graph(
@@ -54,10 +77,15 @@ class TranslatedProgram:
         )
 
     def _capture(
-        self, values: Mapping[str, Any], program: GraphProgram | EvaluatorGraph
+        self,
+        values: Mapping[str, Any],
+        program: GraphProgram | EvaluatorGraph,
+        keys: Sequence[str] | None = None,
     ) -> Capture:
         capture = Capture({})
         for anchor in self.job.export.anchors:
+            if keys is not None and anchor.key not in keys:
+                continue
             value = values[anchor.onnx_name]
             array = np.asarray(self.adapter.to_numpy(value))
             # ONNX's output dtype (jax without x64 holds int64 anchors as int32)
@@ -91,3 +119,18 @@ class TranslatedProgram:
         feeds_np = {export.input_name: feed}
         feeds_np.update({fed_name(n): anchors[by_name[n]] for n in consumed})
         return self._capture(program.run(feeds_np), program)
+
+    def resume(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        """Resumed inference (see :meth:`anpred.backends.base.Runner.resume`)."""
+        key = (tuple(fed), tuple(outputs))
+        if key not in self._resumed:
+            model, inputs = export_resumed(self.job.export, list(fed), outputs)
+            by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
+            self._resumed[key] = self._program(
+                model, outputs=[by_key[k] for k in outputs], feeds=inputs
+            )
+        program = self._resumed[key]
+        values = program.run(resumed_feeds(self.job.export, program.feeds, feed, fed))
+        return self._capture(values, program, outputs)

@@ -7,7 +7,7 @@ its library (torch's, for ONNX files, is in :mod:`anpred.backends.torch_runner`)
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, final
 
 import numpy as np
@@ -50,13 +50,20 @@ class TranslatedRunner(Runner):
     def activate_impl(self, job: ModelJob) -> None:
         self.step = Step.TRANSLATE
         try:
-            self.program = TranslatedProgram(self.library, job, self.adapter_settings(), self.hooks)
+            self.program = TranslatedProgram(
+                self.library, job, self.adapter_settings(), self.hooks, lazy=self.resuming
+            )
         except MissingTranslatorError as exc:
             if not self.falls_back_to_evaluator():
                 raise
             settings = {"reason": str(exc)}
             self.program = TranslatedProgram(
-                "evaluator_reference", job, settings, self.hooks, graph=EvaluatorGraph
+                "evaluator_reference",
+                job,
+                settings,
+                self.hooks,
+                graph=EvaluatorGraph,
+                lazy=self.resuming,
             )
         self.step = Step.COMPILE
 
@@ -75,6 +82,11 @@ class TranslatedRunner(Runner):
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:
         return self.activated.isolate(feed, anchors)
+
+    def resume_impl(
+        self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> Capture:
+        return self.activated.resume(feed, fed, outputs)
 
     def version(self) -> str:
         return get_library(self.library).version() or "?"  # distributions: its descriptor

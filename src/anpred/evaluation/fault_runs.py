@@ -19,7 +19,7 @@ fresh``). The two give the same captures, records and rows
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -35,11 +35,13 @@ from anpred.evaluation.results import ResultsFolder, fault_key
 from anpred.evaluation.scoring import fault_outcome, fault_row
 from anpred.execution import schedule
 from anpred.execution.executor import Executor, LocalExecutor
+from anpred.execution.job import RESUME_KEY
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault, stage_anchors
 from anpred.inject.spec import FaultSpec
 from anpred.inject.stages import resolve_targets
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.resume import footprint
 from anpred.participants import (
     REFERENCE32,
     REFERENCE64,
@@ -96,6 +98,7 @@ def derive_run(
     executor: Executor | None = None,
     keep_fork_server: bool = False,
     reuse: Callable[[], bool] | None = None,
+    resume: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Summary:
     """A run directory made from the clean run ``base`` plus participants ``add``.
 
@@ -106,7 +109,9 @@ def derive_run(
     ``keep_fork_server``: leave the analysis's fork server running for the next run (the
     caller stops it; the fault runs of one model analyse alike). ``reuse``: called once the
     added workers succeeded, before the analysis; it may write the run's records from the
-    clean run's (:func:`~anpred.evaluation.fault_analysis.reuse_clean_records`).
+    clean run's (:func:`~anpred.evaluation.fault_analysis.reuse_clean_records`). ``resume``:
+    per added participant, what its worker takes from the clean run's captures
+    (:data:`~anpred.execution.job.RESUME_KEY`).
     """
     done = RunStore(out)
     if done.has_summary():
@@ -131,6 +136,8 @@ def derive_run(
         store.inputs_path,
         plan_transforms(options.get("extra") or {}, export, out),
     )
+    if resume:
+        job[RESUME_KEY] = {name: dict(plan) for name, plan in resume.items()}
     input_ids = base_store.read_input_ids()
     merged = {k: v for k, v in workers.items() if k != drop}
     names = [n for n in {**merged, **{p.name: None for p in add}} if n != REFERENCE64]
@@ -196,28 +203,36 @@ def run_fault(
     skipped: Callable[[str], None] | None = None,
     keep_fork_server: bool = False,
     reuse_clean: bool = False,
+    resume: bool = False,
 ) -> dict[str, Any] | None:
     """Run one faulty participant against the clean run ``base``; return its row
     (``parallel``: processes of its analysis, beside the faulty worker and after it;
     ``None``, said and given to ``skipped``, when the fault matches no node of its stage;
     ``keep_fork_server``: see :func:`derive_run`; ``reuse_clean``: its records before the
     faulty stage are the clean run's where its captures there are,
-    :mod:`anpred.evaluation.fault_analysis`).
+    :mod:`anpred.evaluation.fault_analysis`; ``resume``: its worker recomputes only the
+    anchors the fault reaches, from the clean participant's captures,
+    :mod:`anpred.execution.resumed`).
     """
     base_store = RunStore.open(base)
     export = AnchoredExport.from_dict(base_store.read_export())
     faulty = faulty_participant(parse_participant(library), spec)
+    clean_name = parse_participant(library).name
+    plans: dict[str, dict[str, Any]] = {}
     if not RunStore(fault_dir).has_summary():
         try:
-            plan_fault(spec, export)
+            anchored = onnx.load(str(export.anchored_path))
+            planned = plan_fault(spec, export, anchored)
         except AnpredError as err:
             say(f"  skip {faulty.name}: {err}")
             if skipped is not None:
                 skipped(str(err))
             return None
+        if resume:
+            source = base_store.participant(clean_name).folder
+            plans[faulty.name] = resume_plan(anchored, export, planned.nodes, source)
     options = base_store.read_settings()
     options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
-    clean_name = parse_participant(library).name
     reuse = (
         partial(reuse_clean_records, base, fault_dir, clean_name, faulty.name, spec.stage)
         if reuse_clean
@@ -236,8 +251,25 @@ def run_fault(
         executor=executor,
         keep_fork_server=keep_fork_server,
         reuse=reuse,
+        resume=plans,
     )
     return fault_row(summary, clean, model, library, faulty.name, spec)
+
+
+def resume_plan(
+    anchored: onnx.ModelProto, export: AnchoredExport, nodes: Sequence[str], source: Path
+) -> dict[str, Any]:
+    """What a faulty worker takes from the clean participant's captures in ``source``: it
+    recomputes the anchors that depend on the faulty ``nodes``, anchored and stage-isolated
+    (:func:`~anpred.interchange.resume.footprint`), and takes the others.
+    """
+    names = [a.onnx_name for a in export.anchors]
+    key = {a.onnx_name: a.key for a in export.anchors}
+    return {
+        "source": str(source),
+        "changed": [key[n] for n in footprint(anchored, names, nodes, isolated=False)],
+        "isolated": [key[n] for n in footprint(anchored, names, nodes, isolated=True)],
+    }
 
 
 def fault_name(lib: str, spec: FaultSpec) -> str:
@@ -356,6 +388,7 @@ def run_faults(
             reasons.append,
             keep_fork_server=local and fault_workers == SERVED,
             reuse_clean=local and fault_workers == SERVED,  # fresh: the full pass, as before
+            resume=local and fault_workers == SERVED,  # fresh: the whole model, as before
         )
         if kept is not None and (row is not None or reasons):
             kept.add(model, fault_key(lib, spec), row, reasons[0] if reasons else "")

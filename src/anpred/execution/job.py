@@ -24,6 +24,12 @@ OBSERVER_KEY = "observer_inputs"
 #: Job key: the isolation source's worker may still be running; wait for its captures.
 REFERENCE_RUNNING = "reference_running"
 
+#: Job key: per participant, what its worker takes from a clean participant's captures
+#: instead of computing it (a fault run, :mod:`anpred.evaluation.fault_runs`):
+#: ``{"source": folder, "changed": [anchor keys], "isolated": [anchor keys]}``, the anchors
+#: it recomputes (the others are the source's), anchored and stage-isolated.
+RESUME_KEY = "resume"
+
 
 @dataclass(frozen=True)
 class WorkerJob:
@@ -41,6 +47,8 @@ class WorkerJob:
         observer_inputs: The inputs whose plain output it also computes (``None``: its
             first few, :data:`~anpred.execution.worker.OBSERVER_INPUTS`).
         reference_running: The isolation source's worker may still be running.
+        resume: What it takes from a clean participant's captures (:data:`RESUME_KEY`), or
+            ``None``: it computes everything.
     """
 
     participant: Mapping[str, Any]
@@ -52,6 +60,7 @@ class WorkerJob:
     transforms: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     observer_inputs: tuple[str, ...] | None = None
     reference_running: bool = False
+    resume: Mapping[str, Any] | None = None
 
     @classmethod
     def of(
@@ -75,6 +84,7 @@ class WorkerJob:
             transforms=shared.get(TRANSFORMS_KEY) or {},
             observer_inputs=None if observed is None else tuple(observed),
             reference_running=reference_running or bool(shared.get(REFERENCE_RUNNING)),
+            resume=(shared.get(RESUME_KEY) or {}).get(participant.name),
         )
 
     @property
@@ -104,6 +114,7 @@ class WorkerJob:
                 else {}
             ),
             **({REFERENCE_RUNNING: True} if self.reference_running else {}),
+            **({RESUME_KEY: dict(self.resume)} if self.resume else {}),
             "participant": dict(self.participant),
             "out": str(self.out),
             "input_ids": list(self.input_ids),
@@ -126,4 +137,5 @@ class WorkerJob:
             transforms=data.get(TRANSFORMS_KEY) or {},
             observer_inputs=None if observed is None else tuple(observed),
             reference_running=bool(data.get(REFERENCE_RUNNING)),
+            resume=data.get(RESUME_KEY),
         )

@@ -44,6 +44,7 @@ from anpred.execution.job import WorkerJob
 from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.offline import OfflineGuard, install_guard
 from anpred.execution.resources import format_size
+from anpred.execution.resumed import Resumption
 from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.library import Loads, get_library
 from anpred.participants import REFERENCE64
@@ -132,6 +133,8 @@ class Worker:
         }
         self.guard: OfflineGuard | None = None
         self.runner: Runner | None = None
+        #: What this job takes from a clean participant's captures (a fault run's job).
+        self.resumption: Resumption | None = None
         self.waited = 0.0  # seconds spent waiting for the fp64 reference's captures
 
     def update(self, **fields: Any) -> None:
@@ -193,8 +196,12 @@ class Worker:
             runner = runner_class(library).for_job(job)(
                 self.job.settings, transforms.node_hooks(library)
             )
+            runner.resuming = self.job.resume is not None
         self.kept.clear()  # one runner kept at most: the last job's
         self.runner = runner
+        if self.job.resume is not None:
+            keys = [a.key for a in job.export.anchors]
+            self.resumption = Resumption(self.job.resume, keys)
         runner.on_step = lambda step: self.update(step=step)  # a converter crash is named
         self.update(step=Step.LOAD, timings={"import": round(time.perf_counter() - start, 4)})
         if reused:
@@ -220,19 +227,29 @@ class Worker:
         if self.job.name == REFERENCE64:  # not judged: nothing reads its observer record
             self.status["observer_rule"] = "none (the fp64 reference is not judged)"
             observed = ()
+        if self.resumption is not None:  # its plain model is the clean one's, checked there
+            self.status["observer_rule"] = (
+                "none on resumed inputs (the clean participant's run checked its graph)"
+            )
         for input_id in self.job.input_ids:
             if not self.store.capture_done(input_id):
                 self.update(step=Step.EXECUTE, input=input_id)
                 if runner.wants_reference:  # a converted runtime's output mapping may need it
                     runner.reference = self._reference(input_id)
-                capture = infer(feeds[input_id])
-                arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
-                if input_id in observed:
-                    plain = runner.infer_plain(feeds[input_id])
-                    arrays[PLAIN_KEY] = plain
-                    meta["observer"] = _observer(capture.arrays["output"], plain)
+                resumed = None
+                if self.resumption is not None:
+                    resumed = self.resumption.anchored(runner, feeds[input_id], input_id)
+                if resumed is not None:
+                    arrays, meta = resumed[0], {"layouts": resumed[1], "resumed": True}
+                else:
+                    capture = infer(feeds[input_id])
+                    arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
+                    if input_id in observed:
+                        plain = runner.infer_plain(feeds[input_id])
+                        arrays[PLAIN_KEY] = plain
+                        meta["observer"] = _observer(capture.arrays["output"], plain)
                 self.update(step=Step.CAPTURE)
-                bad = _nonfinite(capture.arrays)
+                bad = _nonfinite({k: v for k, v in arrays.items() if k != PLAIN_KEY})
                 nonfinite_any |= bool(bad)
                 self.store.write_capture(
                     input_id,
@@ -250,6 +267,8 @@ class Worker:
         key = self._runner_key(records)
         if key is not None:
             self.kept[key] = runner
+        if self.resumption is not None:
+            self.status["resume"] = self.resumption.record()
         self.update(
             state=Status.NON_FINITE if nonfinite_any else Status.OK,
             step=Step.DONE,
@@ -316,6 +335,12 @@ class Worker:
             return True  # the fp64 reference failed on this input: nothing to isolate against
         fed = {k: v.astype(np.float32) for k, v in reference.items()}
         self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
+        if self.resumption is not None:
+            resumed = self.resumption.isolated_capture(runner, feed, input_id, fed)
+            if resumed is not None:
+                meta = {"layouts": resumed[1], "resumed": True}
+                self.store.write_capture(input_id, resumed[0], meta, ISOLATED)
+                return True
         try:
             capture = runner.isolate(feed, fed)
         except IsolationUnavailable as err:  # the participant goes on without isolation
