@@ -1,36 +1,36 @@
 """Fault runs per CPU-hour of an evaluation campaign (``anpred eval``).
 
 A campaign's CPU goes to its fault runs: each injects one fault into one participant and
-judges the run against the clean one. This benchmark runs a slice of the yolov8n and
-resnet50 grids (``configs/eval-yolov8n-onnxruntime.json``, faulty onnxruntime;
-``configs/eval-resnet50-tensorflow.json``, faulty tensorflow) in two steps per grid, each
-``python -m anpred eval`` in a fresh process, timed from outside (CPU seconds of the process
-and every descendant, ``getrusage(RUSAGE_CHILDREN)``):
+judges the run against the clean one. This benchmark runs the yolov8n and resnet50 grids
+(``configs/eval-yolov8n-onnxruntime.json``, faulty onnxruntime, 48 fault runs;
+``configs/eval-resnet50-tensorflow.json``, faulty tensorflow, 30), each ``python -m anpred
+eval`` in a fresh process, timed from outside (CPU seconds of the process and every
+descendant, ``getrusage(RUSAGE_CHILDREN)``):
 
 1. the grid with no faults: the clean run and the calibration run (the campaign's fixed
    cost per model);
 2. from a copy of that folder, the grid with one fault that applies nowhere (an op the
    model lacks): what every ``anpred eval`` of a model with something to run pays besides
    its fault runs (the clean and calibration runs judged again, the tables and plots);
-3. the grid with the slice's faults, twice from copies of that folder: once with the fault
-   runs' workers served (``--fault-workers served``, the default: one process per faulty
-   library runs them in turn) and once with one fresh worker process per fault run
-   (``--fault-workers fresh``, the path it replaces).
+3. the grid's faults, twice from copies of that folder: once served (``--fault-workers
+   served``, the default: one process per faulty library runs the fault runs in turn, each
+   recomputing only the anchors its fault reaches from the clean participant's captures,
+   and each run's analysis reading only what its fault changed) and once the path it
+   replaces (``--fault-workers fresh``: one worker process per fault run, the whole faulty
+   model, a pass over every capture).
 
 ``fault runs per CPU-hour`` is the fault runs of step 3 over its CPU hours, served, with
 the ratio to the fresh path measured in the same run; and again less step 2's CPU (what a
-fault run adds to a campaign of many: the grids have 29-48 fault runs per model, the
-slice 4, so step 2's part weighs 10 times less there). The fixed cost of step 1 is
-printed beside, and the whole campaign's rate with it. The two paths' ``faults.csv`` must
-hold the same decisions. The slice: the grid's
-first fault axis at its first severity and its last axis at its last severity (a bf16
-round-trip and the mildest mantissa truncation), at two stages (the first and the middle
-one of the clean run's stage anchors): 4 fault runs per grid. ``--faults-csv-like DIR``
-compares the ``faults.csv`` decisions with another campaign's (same slice): every column
-but the two measured distances must be equal, those within 1e-9 relative. Run::
+fault run adds to a campaign). The fixed cost of step 1 is printed beside, and the whole
+campaign's rate with it. The two paths' ``faults.csv`` must hold the same decisions: every
+column but the two measured distances equal, those within 1e-9 relative
+(``--faults-csv-like DIR`` compares them with another campaign's, same grid). ``--slice``
+runs a slice instead (minutes): the grid's first fault axis at its first severity and its
+last axis at its last, at the first and the middle stage, 4 fault runs per grid. Run::
 
-    python benchmarks/bench_campaign.py                  # both grids (tens of minutes)
+    python benchmarks/bench_campaign.py                  # both grids (about half an hour)
     python benchmarks/bench_campaign.py --grids yolov8n  # one
+    python benchmarks/bench_campaign.py --slice          # 4 fault runs per grid
 """
 
 from __future__ import annotations
@@ -145,8 +145,11 @@ def measure(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     shutil.copytree(out, fixed_out, symlinks=True)
     nowhere = {**grid, "faults": [{**NOWHERE, "severities": [1]}], "stages": stages[:1]}
     resumed = eval_step(nowhere, fixed_out, args, work / f"{model}-fixed.log")
-    chosen = [stages[0], stages[len(stages) // 2]]
-    sliced = {**grid, "faults": slice_faults(grid), "stages": chosen}
+    if args.slice:
+        chosen = [stages[0], stages[len(stages) // 2]]
+        sliced = {**grid, "faults": slice_faults(grid), "stages": chosen}
+    else:
+        chosen, sliced = stages, {**grid, "stages": stages}
     fresh_out = work / f"eval-{model}-fresh"
     shutil.rmtree(fresh_out, ignore_errors=True)
     shutil.copytree(out, fresh_out, symlinks=True)
@@ -179,7 +182,7 @@ def measure(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    """Run the slices and print the rates."""
+    """Run the grids (or slices) and print the rates."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--grids", default=",".join(GRIDS), help=f"comma-separated of {', '.join(GRIDS)}"
@@ -188,6 +191,9 @@ def main() -> int:
     parser.add_argument("--parallel", default="2", help="anpred eval --parallel (default 2)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--slice", action="store_true", help="4 fault runs per grid instead of the whole grid"
+    )
     parser.add_argument(
         "--faults-csv-like",
         type=Path,
@@ -208,9 +214,10 @@ def main() -> int:
         results.append(measure(model, args, work))
         if args.json:
             args.json.write_text(json.dumps(results, indent=1))
+    grid_title = "grid (slice)" if args.slice else "grid"
     print(
         markdown_table(
-            ["grid (slice)", "fault runs", "workers", "their CPU s", "CPU s per fault run",
+            [grid_title, "fault runs", "workers", "their CPU s", "CPU s per fault run",
              "fault runs per CPU-hour", "less step 2: per fault run (CPU s)",
              "per CPU-hour"],
             [
@@ -261,7 +268,8 @@ def main() -> int:
     resumed = sum(r["resumed_cpu_s"] for r in results)
     names = " and ".join(models)
     print(
-        f"\nfault runs per CPU-hour: {runs / (served / 3600):.0f}  ({names} slices; "
+        f"\nfault runs per CPU-hour: {runs / (served / 3600):.0f}  ({names} "
+        f"{'slices' if args.slice else 'grids'}; "
         f"one worker per fault run: {runs / (fresh / 3600):.0f}; ratio {fresh / served:.2f})"
     )
     print(

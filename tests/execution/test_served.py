@@ -120,7 +120,9 @@ def test_a_next_chunk_runs_on_the_runner_its_process_kept(
     model, inputs = chain
     p = parse_participant("onnxruntime")
     job = {"model": model.to_dict(), "inputs": str(inputs)}
-    settings = ExecutionSettings(threads=1, parallel=1, timeout=120).quiet()
+    # the CLI's settings name local processes explicitly: they are served all the same
+    settings = ExecutionSettings(threads=1, parallel=1, timeout=120, executor=LocalExecutor())
+    settings = settings.quiet()
     run = tmp_path / "chunked"
     with served_workers() as served:
         for ids in (["a"], ["b"]):

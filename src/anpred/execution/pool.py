@@ -290,7 +290,9 @@ def run_workers(
     threads, parallel, env = settings.threads, settings.workers, settings.env
     timeout, executor = settings.timeout, settings.executor
     limit = timeout or DEFAULT_START_TIMEOUT + DEFAULT_INPUT_TIMEOUT * len(input_ids)
-    executor = executor or (_SERVING[-1] if _SERVING else LocalExecutor())
+    if _SERVING and (executor is None or type(executor) is LocalExecutor):
+        executor = _SERVING[-1]  # local processes (the CLI's default): the served ones
+    executor = executor or LocalExecutor()
     pending = ([reference] if reference is not None else []) + list(participants)
     running: list[RunningJob] = []
     results: dict[str, WorkerResult] = {}

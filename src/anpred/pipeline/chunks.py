@@ -42,7 +42,9 @@ covers the run's first inputs only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +57,10 @@ from anpred.progress import Remaining, Say, quiet
 from anpred.settings import DEFAULT_CHUNK, KEEP_NEEDED  # noqa: F401 (DEFAULT_CHUNK: read here)
 from anpred.store import CAPTURE, ISOLATED, RunStore, Status
 from anpred.store.pruning import has_statistics, read_prune_record, write_prune_record
+
+#: Environment switch (``1``): a fresh worker process per participant and chunk, as before
+#: workers persisted (what ``benchmarks/bench_chunks.py`` compares the served ones with).
+FRESH_WORKERS_ENV = "ANPRED_FRESH_CHUNK_WORKERS"
 
 if TYPE_CHECKING:
     from anpred.pipeline.early_pass import EarlyPass
@@ -128,7 +134,10 @@ def run_in_chunks(
     if covered:
         say(f"chunks: {len(covered)} of {len(input_ids)} inputs analysed already (resumed)")
     remaining = Remaining(sum(map(len, chunks)))
-    with served_workers():  # each participant's worker serves every chunk, model loaded once
+    # each participant's worker serves every chunk, model loaded once (the benchmark's
+    # switch FRESH_WORKERS_ENV starts fresh ones per chunk instead, benchmarks/bench_chunks.py)
+    fresh = os.environ.get(FRESH_WORKERS_ENV) == "1"
+    with nullcontext() if fresh else served_workers():
         for k, ids in enumerate(chunks):
             first, last = position[ids[0]] + 1, position[ids[-1]] + 1
             left = remaining.left()
