@@ -6,7 +6,8 @@ and stage-isolated (each stage fed the fp64 reference's stage input), and the fp
 reference runs it too. Three sides, timed in one benchmark run, same machine, same threads
 per process, one after the other:
 
-* **anpred**: ``python -m anpred run MODEL --libs LIBS --images N`` — everything: CLI
+* **anpred**: ``python -m anpred run MODEL --libs LIBS --images N`` (beyond 8 inputs,
+  ``--images 8 --synthetic N-8``: seeded synthetic images fill the rest) — everything: CLI
   start, export fetched from the cache (in a torch process), input preprocessing, the fp64
   reference worker, every participant's anchored inference, the observer check's plain
   inference (first two inputs) and stage isolation, capture files, the analysis and the
@@ -54,7 +55,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workload import PYTHON, machine_note, markdown_table, prepare_workload, run_child
+from workload import (
+    PYTHON,
+    input_flags,
+    machine_note,
+    markdown_table,
+    prepare_workload,
+    run_child,
+)
 
 SCRIPT = Path(__file__).resolve()
 #: anpred run may take at most this multiple of the inferences it needs (issue 41).
@@ -320,7 +328,7 @@ def measure(
 
     def anpred(out: str, *extra: str) -> dict[str, Any]:
         command = [
-            PYTHON, "-m", "anpred", "run", model, "--libs", libs, "--images", str(images),
+            PYTHON, "-m", "anpred", "run", model, "--libs", libs, *input_flags(images),
             "--out", str(work / out), "--threads", str(args.threads),
             "--parallel", str(args.parallel), *extra,
         ]  # fmt: skip

@@ -48,10 +48,15 @@ from pathlib import Path
 from typing import Any
 
 import bench_run
-from workload import PYTHON, machine_note, markdown_table, prepare_workload, run_child
+from workload import (
+    PYTHON,
+    input_flags,
+    machine_note,
+    markdown_table,
+    prepare_workload,
+    run_child,
+)
 
-#: Bundled photographs used before synthetic images fill the rest of a size.
-PHOTOS = 8
 #: Seconds between two samples of memory and disk.
 PERIOD = 0.5
 #: The sizes of the full curve, and the command that measures it.
@@ -175,17 +180,12 @@ def slopes(curve: Curve) -> dict[str, float]:
     }
 
 
-def _images(n: int) -> list[str]:
-    photos = min(n, PHOTOS)
-    return ["--images", str(photos), "--synthetic", str(n - photos)]
-
-
 def measure_anpred(
     model: str, granularity: str, n: int, libs: str, args: argparse.Namespace, out: Path
 ) -> Point:
     """One timed ``anpred run`` of ``n`` inputs into ``out``."""
     command = [
-        PYTHON, "-m", "anpred", "run", model, "--libs", libs, *_images(n),
+        PYTHON, "-m", "anpred", "run", model, "--libs", libs, *input_flags(n),
         "--granularity", granularity, "--out", str(out), "--threads", str(args.threads),
         "--parallel", str(args.parallel), "--keep-captures", args.keep_captures,
     ]  # fmt: skip

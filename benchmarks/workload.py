@@ -19,6 +19,21 @@ from typing import Any
 
 #: The Python that runs the benchmarks also runs their child processes.
 PYTHON = sys.executable
+#: Bundled photographs used before seeded synthetic images fill the rest of a size (16 are
+#: bundled without ultralytics and scikit-image).
+PHOTOS = 8
+
+
+def input_counts(n: int) -> tuple[int, int]:
+    """``n`` inputs as (bundled photographs, seeded synthetic images)."""
+    photos = min(n, PHOTOS)
+    return photos, n - photos
+
+
+def input_flags(n: int) -> list[str]:
+    """``anpred run`` flags for ``n`` inputs (:func:`input_counts`)."""
+    photos, synthetic = input_counts(n)
+    return ["--images", str(photos), "--synthetic", str(synthetic)]
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,8 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
 
     Args:
         model: Zoo model name or path of an ``.onnx`` file.
-        images: Number of bundled photographs (as ``anpred run --images``).
+        images: Number of inputs: bundled photographs, then seeded synthetic images
+            (:func:`input_counts`, as ``anpred run`` with :func:`input_flags`).
         folder: Scratch folder, used as a run directory (receives the export and inputs).
         say: Progress printer.
     """
@@ -55,7 +71,8 @@ def prepare_workload(model: str, images: int, folder: Path, say: Any = print) ->
     from anpred.store import RunStore
 
     folder.mkdir(parents=True, exist_ok=True)
-    options = RunOptions(model=model, images=images)
+    photos, synthetic = input_counts(images)
+    options = RunOptions(model=model, images=photos, synthetic=synthetic)
     if is_onnx_path(model):
         preprocessing = size = None
     else:
