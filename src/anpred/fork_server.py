@@ -6,11 +6,11 @@ anpred's analysis, numba's compiled loops, matplotlib), instead of each importin
 (spawn: ~1.2 CPU s per analysing process, ~0.7 s of matplotlib per plotting one); not from
 the driver, which may hold threads that ``fork`` would copy mid-flight. A server takes its
 preload list when it starts. A run starts it while its last workers run and keeps it
-(:func:`start` with ``keep``) until it has analysed and written its report; a pass that
-started its own server stops it afterwards. Stopping waits for the server, so that the
-CPU time of the processes it reaped counts as the driver's children's (``time anpred
-run``, ``benchmarks/bench_run.py``). Where there is no fork server (not POSIX), helpers
-are spawned.
+(:func:`start` with ``keep``) until it has analysed and written its report, a campaign
+for all the fault runs of a model (:func:`hold`); a pass that started its own server stops
+it afterwards. Stopping waits for the server, so that the CPU time of the processes it
+reaped counts as the driver's children's (``time anpred run``, ``benchmarks/bench_run.py``).
+Where there is no fork server (not POSIX), helpers are spawned.
 """
 
 from __future__ import annotations
@@ -55,6 +55,14 @@ def start(preload: Sequence[str], keep: bool) -> bool:
     forkserver.ensure_running()
     _kept = _kept or keep
     return True
+
+
+def hold() -> None:
+    """Keep the fork server, once a pass starts it, until :func:`stop` (a campaign's fault
+    runs: one server for all the passes they make, not one each); starts nothing.
+    """
+    global _kept
+    _kept = True
 
 
 def kept() -> bool:

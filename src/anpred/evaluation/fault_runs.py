@@ -8,12 +8,16 @@ is the same ``analyse`` every run gets, run as a Ray task when the campaign runs
 
 Locally, the fault runs are served (:data:`SERVED`, the default): one process per faulty
 library runs every fault run of the model in turn (:mod:`anpred.execution.served`),
-paying imports once; the analysis's fork server serves them all; and each run's analysis
-reads only what its fault changed (:mod:`anpred.evaluation.fault_analysis`: the clean
-run's records before the faulty stage). :data:`FRESH` is the path before it: one worker
-process per fault run and a pass over every capture (``anpred eval --fault-workers
-fresh``). The two give the same captures, records and rows
-(tests/execution/test_served.py, tests/evaluation/test_campaign_served.py).
+paying imports once; its worker recomputes only the anchors the fault reaches, fed the
+clean participant's captures of the others (:mod:`anpred.execution.resumed`); and each
+run's analysis reads only what its fault changed (:mod:`anpred.evaluation.fault_analysis`:
+the clean run's records before the faulty stage, and the other participants' own records
+from it on). :data:`FRESH` is the path before it: one worker process per fault run, the
+whole faulty model, and a pass over every capture (``anpred eval --fault-workers fresh``).
+The two give the same captures, rows and deviations (tests/execution/test_served.py,
+tests/execution/test_resumed.py, tests/evaluation/test_campaign_served.py,
+tests/evaluation/test_fault_analysis.py); a resumed worker does not repeat the observer
+check, which the clean run made on its graph.
 """
 
 from __future__ import annotations
@@ -433,6 +437,7 @@ def fault_executor(executor: Executor | None, fault_workers: str) -> Iterator[Ex
     from anpred.execution.served import ServedExecutor
 
     try:
+        fork_server.hold()  # a pass that forks its processes (rare) leaves it to the next
         with ServedExecutor() as served:
             yield served
     finally:

@@ -78,6 +78,8 @@ def collect(
     input_ids: Sequence[str],
     params: OracleParams,
     say: Say,
+    own: frozenset[str] | None = None,
+    known: RunEvidence | None = None,
 ) -> RunEvidence:
     """Align and assess every (anchor, input); gather stage-isolation and dimension data.
 
@@ -85,6 +87,13 @@ def collect(
     (:func:`~anpred.participants.precision_classes`); the ideal references of the reduced
     classes (``torch[ideal-bf16]``) are among ``participants`` and give those classes'
     floors. The output-level baselines judge the participants, not the ideal references.
+
+    ``own`` (``None``: every participant): the participants whose own records (dimension
+    records, introduced errors, baseline verdicts: each a function of the participant's
+    captures and the references' alone) this pass computes; the others' are ``known``'s,
+    which must hold them (a fault run's clean run, whose files the other participants'
+    captures are, :mod:`anpred.evaluation.fault_analysis`). Their isolated captures are
+    not read.
     """
     result = RunEvidence(evidence={a: [] for a in anchors})
     classes = precision_classes(participants)
@@ -101,7 +110,11 @@ def collect(
         opened: dict[str, CaptureFile | None] = {
             p: store.participant(p).open_capture(input_id, CAPTURE) for p in participants
         }
-        isolated = {p: store.participant(p).open_capture(input_id, ISOLATED) for p in participants}
+        isolated = {
+            p: store.participant(p).open_capture(input_id, ISOLATED)
+            for p in participants
+            if own is None or p in own
+        }
         present = {p: c for p, c in opened.items() if c is not None}
         for p, c in present.items():
             result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
@@ -131,6 +144,9 @@ def collect(
                         continue
                     aligned[p] = a.values
                     result.alignment.setdefault(p, {}).setdefault(anchor, list(a.steps))
+                    if own is not None and p not in own:
+                        _known_records(result, known, p, anchor, input_id)
+                        continue
                     dim = _dimension_record(a.values, fp64)
                     if dim is not None:
                         result.dimension[(p, anchor, input_id)] = dim
@@ -166,14 +182,55 @@ def collect(
                 )
                 if anchor == anchors[-1]:
                     judged = {p: x for p, x in aligned.items() if ideal_class(p) is None}
-                    result.baselines[input_id] = _judge_baselines(
-                        judged, aligned[reference32], fp64
-                    )
+                    if own is None:
+                        verdicts = _judge_baselines(judged, aligned[reference32], fp64)
+                    else:
+                        verdicts = _own_baselines(
+                            judged, aligned[reference32], fp64, own, known, input_id
+                        )
+                    result.baselines[input_id] = verdicts
         finally:
             ref.close()
             for c in list(present.values()) + [i for i in isolated.values() if i is not None]:
                 c.close()
     return result
+
+
+def _known_records(
+    result: RunEvidence, known: RunEvidence | None, p: str, anchor: str, input_id: str
+) -> None:
+    """``p``'s dimension record and introduced error at ``anchor`` on ``input_id`` from
+    ``known`` into ``result``, where the pass would have put them.
+    """
+    if known is None:
+        raise ValueError(f"no known records of {p}")
+    dim = known.dimension.get((p, anchor, input_id))
+    if dim is not None:
+        result.dimension[(p, anchor, input_id)] = dim
+    value = known.introduced.get((p, input_id), {}).get(anchor)
+    if value is not None:
+        result.introduced.setdefault((p, input_id), {})[anchor] = value
+
+
+def _own_baselines(
+    judged: Mapping[str, np.ndarray],
+    fp32: np.ndarray,
+    fp64: np.ndarray,
+    own: frozenset[str],
+    known: RunEvidence | None,
+    input_id: str,
+) -> dict[str, dict[str, Any]]:
+    """:func:`_judge_baselines` of ``judged``, in its order: ``own``'s judged, the others'
+    verdicts ``known``'s (each baseline judges each participant's output on its own).
+    """
+    verdicts = _judge_baselines({p: x for p, x in judged.items() if p in own}, fp32, fp64)
+    if len(own.intersection(judged)) == len(judged):
+        return verdicts
+    if known is None:
+        raise ValueError(f"no known verdicts on {input_id}")
+    theirs = known.baselines[input_id]
+    return {m: {p: v[p] if p in own else theirs[m][p] for p in judged} for m, v in verdicts.items()}
+
 
 @dataclass(frozen=True)
 class Collection:
@@ -187,6 +244,8 @@ class Collection:
         params: Oracle parameters.
         reference64: The fp64 reference participant.
         reference32: The fp32 reference participant.
+        own: The participants whose own records the pass computes (``None``: all).
+        known: The others' records (:func:`collect`).
     """
 
     run_dir: Path
@@ -195,6 +254,8 @@ class Collection:
     params: OracleParams
     reference64: str = REFERENCE64
     reference32: str = REFERENCE32
+    own: frozenset[str] | None = None
+    known: RunEvidence | None = field(default=None, hash=False)
 
     @classmethod
     def of(
@@ -216,9 +277,8 @@ class Collection:
         """:func:`collect` of ``input_ids``."""
         return collect(
             self.run_dir, self.participants, self.reference64, self.reference32, self.anchors,
-            input_ids, self.params, say,
+            input_ids, self.params, say, self.own, self.known,
         )  # fmt: skip
-
 
 
 def _judge_baselines(
