@@ -60,7 +60,9 @@ def test_a_resumed_graph_gives_the_whole_graphs_values_from_the_others() -> None
     whole = _run(model, {"x": x})
     changed = footprint(model, ANCHORS, {"s2/sig"}, isolated=False)
     fed = [a for a in ANCHORS if a not in changed]
+    before = model.SerializeToString()
     resumed, inputs = resumed_model(model, fed, changed)
+    assert model.SerializeToString() == before  # a shared model is left as it was
     # stage 1's nodes stay only for the value that crosses without an anchor
     assert {n.name for n in resumed.graph.node} == {"s1/mm", "s1/neg", "s2/sig", "s3/add", "s4/mul"}
     assert inputs == ["x", fed_name("a1")]

@@ -45,6 +45,7 @@ from anpred.inject.plan import plan_fault, stage_anchors
 from anpred.inject.spec import FaultSpec
 from anpred.inject.stages import resolve_targets
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.loaded import load_shared
 from anpred.interchange.resume import footprint
 from anpred.participants import (
     REFERENCE32,
@@ -225,7 +226,7 @@ def run_fault(
     plans: dict[str, dict[str, Any]] = {}
     if not RunStore(fault_dir).has_summary():
         try:
-            anchored = onnx.load(str(export.anchored_path))
+            anchored = load_shared(export.anchored_path)  # planned on once per model
             planned = plan_fault(spec, export, anchored)
         except AnpredError as err:
             say(f"  skip {faulty.name}: {err}")
@@ -313,7 +314,7 @@ def fault_list(
 def _anchored(base: Path) -> tuple[Any, Any]:
     """The clean run's anchored ONNX model and its stage anchors."""
     export = AnchoredExport.from_dict(RunStore.open(base).read_export())
-    return onnx.load(str(export.anchored_path)), stage_anchors(export)
+    return load_shared(export.anchored_path), stage_anchors(export)
 
 
 def _nodes(anchored: tuple[Any, Any], spec: FaultSpec, model: str, k: int) -> list[str]:

@@ -48,6 +48,7 @@ from anpred.errors import UsageError
 from anpred.inject.math import FaultMath
 from anpred.inject.spec import FaultSpec, Target, fault_kind
 from anpred.inject.stages import node_key
+from anpred.interchange.loaded import facts_of
 
 #: Significant bits (implicit bit included) of each reduced format.
 _SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
@@ -299,7 +300,9 @@ def rewrite_model(
             f"{library}: fault {spec.label} targets node(s) missing from the "
             f"graph: {', '.join(missing)}"
         )
-    values = _float_values(model) if kind.target is not Target.ATTRIBUTE else {}
+    values: dict[str, tuple[int | None, ...] | None] = {}
+    if kind.target is not Target.ATTRIBUTE:  # once per model object (a campaign's faults)
+        values = facts_of(model, "float values", lambda: _float_values(model))
     floats = set(values)
     shapes = {name: shape for name, shape in values.items() if shape is not None}
     opset = graph_opset(model)

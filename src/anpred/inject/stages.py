@@ -22,6 +22,7 @@ import onnx
 from anpred.errors import UsageError
 from anpred.inject.spec import ANY_OP, FaultSpec, fault_kind
 from anpred.interchange.isolation import isolation_model
+from anpred.interchange.loaded import facts_of
 from anpred.interchange.packing import is_unpack_node
 
 #: Ops never targeted: constants are folded before any library runs them.
@@ -70,6 +71,16 @@ def node_stages(model: onnx.ModelProto, anchors: Sequence[StageAnchor]) -> dict[
     return stages
 
 
+def _stages_and_floats(
+    model: onnx.ModelProto, anchors: Sequence[StageAnchor]
+) -> tuple[dict[str, str], set[str]]:
+    """:func:`node_stages` and the float32 values of ``model``, once per model object (a
+    campaign plans all the faults of a model on one, :mod:`anpred.interchange.loaded`).
+    """
+    key = ("stages and floats", tuple(anchors))
+    return facts_of(model, key, lambda: (node_stages(model, anchors), _float_outputs(model)))
+
+
 def _float_outputs(model: onnx.ModelProto) -> set[str]:
     inferred = onnx.shape_inference.infer_shapes(model)
     graph = inferred.graph
@@ -108,8 +119,7 @@ def resolve_targets(
     keys = [a.key for a in anchors]
     if spec.stage not in keys:
         raise UsageError(f"unknown stage {spec.stage!r}; the anchors are {', '.join(keys)}")
-    stages = node_stages(model, anchors)
-    floats = _float_outputs(model)
+    stages, floats = _stages_and_floats(model, anchors)
     targets = []
     present: Counter[str] = Counter()
     if spec.node is not None:
@@ -168,8 +178,7 @@ def stage_nodes(
     keys = [a.key for a in anchors]
     if stage not in keys:
         raise UsageError(f"unknown stage {stage!r}; the anchors are {', '.join(keys)}")
-    stages = node_stages(model, anchors)
-    floats = _float_outputs(model)
+    stages, floats = _stages_and_floats(model, anchors)
     return [
         (node_key(n), n.op_type, any(o in floats for o in n.output))
         for n in model.graph.node

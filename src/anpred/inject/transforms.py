@@ -31,6 +31,7 @@ from anpred.inject.participants import faulty_name, parse_faults
 from anpred.inject.plan import PlannedFault, plan_fault
 from anpred.inject.spec import FaultSpec, Target, fault_kind
 from anpred.interchange.export import AnchoredExport
+from anpred.interchange.loaded import load_shared
 from anpred.interchange.transform import (
     TRANSFORMS_KEY,
     NodeHooks,
@@ -132,7 +133,7 @@ def fault_transform(
     Raises:
         UsageError: Invalid fault, unknown stage, or no node matches.
     """
-    anchored = onnx.load(str(export.anchored_path))
+    anchored = load_shared(export.anchored_path)  # one per campaign model: not modified
     planned = plan_fault(spec, export, anchored)
     if fault_kind(spec.kind).target is not Target.ATTRIBUTE and _runs_translators(library):
         return FaultNodeHooks(planned)
@@ -140,7 +141,7 @@ def fault_transform(
     rewritten.folder.mkdir(parents=True, exist_ok=True)
     for model, path in (
         (anchored, rewritten.anchored_path),
-        (onnx.load(str(export.plain_path)), rewritten.plain_path),
+        (load_shared(export.plain_path), rewritten.plain_path),
     ):
         faulty = rewrite_model(
             model, spec, planned.nodes, emulate_casts=emulates_casts(library), library=library

@@ -23,7 +23,8 @@ import numpy as np
 import onnx
 
 from anpred.interchange.export import AnchoredExport
-from anpred.interchange.isolation import fed_name, isolation_model
+from anpred.interchange.isolation import fed_name
+from anpred.interchange.loaded import load_shared
 from anpred.translate.subgraphs import graph_attributes, outer_names
 
 
@@ -55,19 +56,23 @@ def footprint(
     Returns:
         ONNX names of the anchors to recompute.
     """
-    graph = isolation_model(model, anchors)[0].graph if isolated else model.graph
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in dict.fromkeys(_reads(node)):
-            consumers.setdefault(name, []).append(node)
+    cut = set(anchors) if isolated else set()  # in the isolation graph, consumers read them fed
+    direct: dict[str, list[onnx.NodeProto]] = {}
+    outer: dict[str, list[onnx.NodeProto]] = {}  # read by a subgraph: never fed (isolation.py)
+    for node in model.graph.node:
+        for name in dict.fromkeys(n for n in node.input if n):
+            direct.setdefault(name, []).append(node)
+        for name in dict.fromkeys(_reads(node)[len([n for n in node.input if n]) :]):
+            outer.setdefault(name, []).append(node)
     reached: set[str] = set()
-    stack = [out for node in graph.node if _node_key(node) in nodes for out in node.output if out]
+    stack = [o for node in model.graph.node if _node_key(node) in nodes for o in node.output if o]
     while stack:
         name = stack.pop()
         if name in reached:
             continue
         reached.add(name)
-        for node in consumers.get(name, ()):
+        readers = [*outer.get(name, ()), *(() if name in cut else direct.get(name, ()))]
+        for node in readers:
             stack.extend(out for out in node.output if out and out not in reached)
     return [a for a in anchors if a in reached]
 
@@ -95,14 +100,8 @@ def resumed_model(
         ValueError: An output is no value the graph computes.
     """
     cuts = set(fed)
-    cut = onnx.ModelProto()
-    cut.CopyFrom(model)
-    graph = cut.graph
-    for node in graph.node:
-        for index, name in enumerate(node.input):
-            if name in cuts:
-                node.input[index] = fed_name(name)
-    producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    source = model.graph
+    producer = {out: i for i, node in enumerate(source.node) for out in node.output if out}
     missing = [o for o in outputs if o not in producer]
     if missing:
         raise ValueError(f"no node computes {', '.join(missing)}")
@@ -114,30 +113,49 @@ def resumed_model(
         if index is None or index in keep:
             continue
         keep.add(index)
-        names = _reads(graph.node[index])
-        read.update(names)
-        stack.extend(names)
-    kept = [node for i, node in enumerate(graph.node) if i in keep]
-    del graph.node[:]
-    graph.node.extend(kept)
-    infos = {vi.name: vi for vi in [*model.graph.output, *model.graph.value_info]}
-    new_outputs = [infos[o] for o in outputs]
-    del graph.output[:]
-    graph.output.extend(new_outputs)
-    initializers = [init for init in graph.initializer if init.name in read]
-    del graph.initializer[:]
-    graph.initializer.extend(initializers)
-    own = {init.name for init in initializers}
-    inputs = [vi for vi in graph.input if vi.name in read]
-    for name in fed:
+        node = source.node[index]
+        direct = [fed_name(n) if n in cuts else n for n in node.input if n]
+        outer = _reads(node)[len(direct) :]  # subgraphs read the computed values
+        read.update(direct + outer)
+        stack.extend(direct + outer)
+    cut = _header(model)  # only what is kept is copied (the model may be shared, and large)
+    graph = cut.graph
+    graph.name = source.name
+    for i in sorted(keep):
+        node = graph.node.add()
+        node.CopyFrom(source.node[i])
+        for index, name in enumerate(node.input):
+            if name in cuts:
+                node.input[index] = fed_name(name)
+    infos = {vi.name: vi for vi in [*source.output, *source.value_info]}
+    graph.output.extend(infos[o] for o in outputs)
+    graph.value_info.extend(source.value_info)
+    graph.initializer.extend(init for init in source.initializer if init.name in read)
+    own = {init.name for init in graph.initializer}
+    inputs = [vi for vi in source.input if vi.name in read]
+    for name in dict.fromkeys(fed):
         if fed_name(name) in read:
             vi = onnx.ValueInfoProto()
             vi.CopyFrom(infos[name])
             vi.name = fed_name(name)
             inputs.append(vi)
-    del graph.input[:]
     graph.input.extend(inputs)
     return cut, [vi.name for vi in inputs if vi.name not in own]
+
+
+def _header(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A model with every field of ``model`` but its graph."""
+    header = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name == "graph":
+            continue
+        if hasattr(value, "extend"):  # a repeated field
+            getattr(header, field.name).extend(value)
+        elif hasattr(value, "CopyFrom"):  # a message
+            getattr(header, field.name).CopyFrom(value)
+        else:
+            setattr(header, field.name, value)
+    return header
 
 
 def export_resumed(
@@ -149,7 +167,7 @@ def export_resumed(
         The model and its run-time inputs (:func:`resumed_model`).
     """
     by_key = {a.key: a.onnx_name for a in export.anchors}
-    model = onnx.load(str(export.anchored_path))
+    model = load_shared(export.anchored_path)  # a served process's faults share the clean one
     return resumed_model(model, [by_key[k] for k in fed], [by_key[k] for k in outputs])
 
 
