@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from anpred.analysis import sorted_cache
 from anpred.analysis.consensus import (
     MedianNetwork,
     elementwise_median,
@@ -111,6 +112,7 @@ def measure_anchor(
     arrays: Mapping[str, np.ndarray],
     fp64: np.ndarray,
     more: More | None = None,
+    sort_keys: Mapping[str | None, Hashable] | None = None,
 ) -> AnchorMetrics:
     """Every metric of every participant against the consensus and the fp64 reference.
 
@@ -124,6 +126,9 @@ def measure_anchor(
             too, on the same float32 roundings and consensus (the oracle's verdict path:
             the corroborating metrics where it has a candidate, without a second pass for
             the primary). The numbers are those of one call with every metric.
+        sort_keys: Per participant (``None``: the fp64 reference), the key its sorted
+            values are kept under across calls while :func:`anpred.analysis.sorted_cache.kept`
+            (the same key: the same values).
 
     Returns:
         The numbers, as the generic per-metric computation gives them (see module doc).
@@ -151,6 +156,8 @@ def measure_anchor(
 
         else:
             consensus = state.consensus.reshape(fp64.shape)
+            if sort_keys:
+                state.sort_keys = [sort_keys.get(p) for p in [*arrays, None]]
 
             def compute(chosen: Sequence[str]) -> None:
                 state.metrics(chosen, arrays, vs_c, vs_f, c_vs_f)
@@ -305,6 +312,9 @@ class _CompiledPass:
     fp64: np.ndarray
     fp64_flat: np.ndarray
     sorted_rows: bool = False
+    #: Per row, then the fp64 reference: the key its sorted values are kept under across
+    #: passes (:mod:`anpred.analysis.sorted_cache`; ``None``: sorted here).
+    sort_keys: Sequence[Hashable | None] = ()
 
     def metrics(
         self,
@@ -335,10 +345,11 @@ class _CompiledPass:
             row_norm = {**dict(zip(arrays, norms, strict=True)), None: ref_norms[0]}
             _write_elementwise(chosen, sums, row_norm, self.ref_squares, vs_c, vs_f, c_vs_f)
         if "wasserstein" in names:  # last user of ``narrow``: sorts it in place
-            self.loops.sort_rows(self.narrow)
+            self._sort_rows()
             self.sorted_rows = True
             size = self.fp64_flat.size
-            sf, sc = self.loops.sorted64(self.fp64_flat), np.empty(size)
+            sf = self._sorted_fp64()
+            sc = np.empty(size)
             totals, consensus_total = self.loops.wasserstein_sums(
                 self.narrow, self.network, sf, sc, BLOCK
             )
@@ -348,6 +359,30 @@ class _CompiledPass:
                 "channel_moments", channel_moments, channel_moment_difference,
                 arrays, self.fp64, vs_c, vs_f, c_vs_f,
             )  # fmt: skip
+
+    def _sort_rows(self) -> None:
+        """Sort every row of ``narrow`` in place (those kept sorted are copied back)."""
+        keys = list(self.sort_keys[: len(self.narrow)]) or [None] * len(self.narrow)
+        if not sorted_cache.active() or not any(keys):
+            self.loops.sort_rows(self.narrow)
+            return
+        for row, key in zip(self.narrow, keys, strict=True):
+            kept = sorted_cache.get(key)
+            if kept is not None:
+                row[:] = kept
+                continue
+            self.loops.sort_rows(row.reshape(1, -1))
+            sorted_cache.put(key, row)
+
+    def _sorted_fp64(self) -> np.ndarray:
+        """The fp64 reference's values, sorted (kept across passes under its key)."""
+        key = self.sort_keys[len(self.narrow)] if len(self.sort_keys) > len(self.narrow) else None
+        kept = sorted_cache.get(key)
+        if kept is not None:
+            return kept
+        values = self.loops.sorted64(self.fp64_flat)
+        sorted_cache.put(key, values)
+        return values
 
 
 def _compiled(

@@ -32,6 +32,7 @@ from typing import Any
 import onnx
 
 from anpred import fork_server
+from anpred.analysis import sorted_cache
 from anpred.errors import AnpredError
 from anpred.evaluation.fault_analysis import reuse_clean_records
 from anpred.evaluation.grid import EvalGrid, sample_nodes
@@ -439,7 +440,8 @@ def fault_executor(executor: Executor | None, fault_workers: str) -> Iterator[Ex
 
     try:
         fork_server.hold()  # a pass that forks its processes (rare) leaves it to the next
-        with ServedExecutor() as served:
+        # the clean participants' sorted captures, from one fault run's pass to the next
+        with ServedExecutor() as served, sorted_cache.kept():
             yield served
     finally:
         fork_server.stop()  # the fault runs kept it for one another (:func:`derive_run`)

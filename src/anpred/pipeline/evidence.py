@@ -7,6 +7,7 @@ whole run. The pass returns small records only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,7 @@ def collect(
                         params=params,
                         classes=classes,
                         introduced={p: s[anchor] for p, s in stages.items() if anchor in s},
+                        sort_keys=_sort_keys(present, ref, anchor, own),
                     )
                 )
                 if anchor == anchors[-1]:
@@ -194,6 +196,27 @@ def collect(
             for c in list(present.values()) + [i for i in isolated.values() if i is not None]:
                 c.close()
     return result
+
+
+def _sort_keys(
+    present: Mapping[str, CaptureFile], ref: CaptureFile, anchor: str, own: frozenset[str] | None
+) -> dict[str | None, tuple[str, int, str]] | None:
+    """In a fault run's pass (``own`` given: the others' captures are the clean run's
+    files), the keys under which the others' and the fp64 reference's sorted values at
+    ``anchor`` are kept from one fault run to the next (:mod:`anpred.analysis.sorted_cache`):
+    the file (its real path and version) and the anchor.
+    """
+    if own is None:
+        return None
+
+    def key(capture: CaptureFile) -> tuple[str, int, str]:
+        return (os.path.realpath(capture.path), capture.path.stat().st_mtime_ns, anchor)
+
+    keys: dict[str | None, tuple[str, int, str]] = {
+        p: key(c) for p, c in present.items() if p not in own
+    }
+    keys[None] = key(ref)
+    return keys
 
 
 def _known_records(

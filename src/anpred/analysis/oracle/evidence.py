@@ -6,7 +6,7 @@ fp64 reference, the noise floors (:class:`AnchorEvidence`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,7 @@ def assess(
     params: OracleParams | None = None,
     classes: Mapping[str, str] | None = None,
     introduced: Mapping[str, float] | None = None,
+    sort_keys: Mapping[str | None, Hashable] | None = None,
 ) -> AnchorEvidence:
     """Phase 1: deviations of every participant at one anchor for one input.
 
@@ -141,6 +142,9 @@ def assess(
         introduced: Stage isolation's ``{participant: introduced error}`` at this anchor
             and input (the references' included), when it ran: an introduced error above
             its noise threshold makes a candidate too (see the module docstring).
+        sort_keys: Per participant (``None``: the fp64 reference), the key under which
+            its sorted values may be kept across calls
+            (:func:`~anpred.analysis.onepass.measure_anchor`); the same numbers.
 
     Returns:
         The deviation records, the noise floor and the reduced classes' floors.
@@ -164,7 +168,7 @@ def assess(
         p: _as_float(x, fp64.shape, f"capture of {p} at {anchor}") for p, x in captures.items()
     }
     non_finite = {p: _new_non_finite(arrays[p], fp64) for p in member}
-    cell = _Cell(params, anchor, metrics, fp64, non_finite, introduced or {})
+    cell = _Cell(params, anchor, metrics, fp64, non_finite, introduced or {}, sort_keys)
 
     def floor_of(chosen: list[Metric]) -> dict[str, float]:
         """The fp32 reference against fp64 when it is not among the fp32 participants."""
@@ -280,6 +284,7 @@ class _Cell:
     fp64: np.ndarray
     non_finite: Mapping[str, int]
     introduced: Mapping[str, float]
+    sort_keys: Mapping[str | None, Hashable] | None = None
 
     @property
     def everywhere(self) -> bool:
@@ -299,13 +304,13 @@ class _Cell:
         the numbers of one pass with every metric either way.
         """
         if self.everywhere:
-            return measure_anchor(self.metrics, group, self.fp64)
+            return measure_anchor(self.metrics, group, self.fp64, sort_keys=self.sort_keys)
         others = self.metrics[1:]  # the primary is first (OracleParams.metric_names)
 
         def more(first: AnchorMetrics) -> list[Metric]:
             return others if candidate(first) else []
 
-        return measure_anchor(self.verdict, group, self.fp64, more)
+        return measure_anchor(self.verdict, group, self.fp64, more, self.sort_keys)
 
     def candidate(
         self,
