@@ -40,8 +40,12 @@ def load_shared(path: str | os.PathLike[str]) -> onnx.ModelProto:
 
 def facts_of(model: onnx.ModelProto, what: Hashable, derive: Callable[[], T]) -> T:
     """``derive()``, computed once per (``model`` object, ``what``) while the model is one
-    of the last few asked about (the object is held: its identity cannot be reused).
+    of the last few asked about (the object is held: its identity cannot be reused), for a
+    model :func:`load_shared` gave (which nobody modifies); for any other, every time (a
+    model its owner may change in place, e.g. a reproducer being reduced).
     """
+    if not any(shared is model for _, shared in _loaded):
+        return derive()
     for held, key, value in _facts:
         if held is model and key == what:
             return value  # type: ignore[no-any-return]
