@@ -13,7 +13,7 @@ from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.interchange.ir_version import lowered_ir
 from anpred.interchange.isolation import fed_name, isolation_model
-from anpred.interchange.resume import export_resumed, resumed_feeds
+from anpred.interchange.resume import ResumedGraphs
 
 #: ``settings["optimization"]`` values and the onnxruntime levels they select.
 OPT_LEVELS = {
@@ -52,7 +52,9 @@ class OnnxRuntimeRunner(Runner):
             self._whole("plain")
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[ort.InferenceSession, list[str]] | None = None
-        self._resumed: dict[tuple[tuple[str, ...], ...], tuple[Any, list[str]]] = {}
+        self._resumed = ResumedGraphs(
+            job.export, lambda m, _i, _o: self._session(m.SerializeToString())
+        )
 
     def _whole(self, kind: str) -> ort.InferenceSession:
         """The session of the export's ``anchored`` or ``plain`` model."""
@@ -72,14 +74,8 @@ class OnnxRuntimeRunner(Runner):
     def resume_impl(
         self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> Capture:
-        key = (tuple(fed), tuple(outputs))
-        if key not in self._resumed:
-            model, inputs = export_resumed(self.job.export, list(fed), outputs)
-            self._resumed[key] = (self._session(model.SerializeToString()), inputs)
-        session, inputs = self._resumed[key]
-        by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
-        feeds = resumed_feeds(self.job.export, inputs, feed, fed)
-        values = session.run([by_key[k] for k in outputs], feeds)
+        session, inputs = self._resumed.get(list(fed), outputs)
+        values = session.run(self._resumed.names(outputs), self._resumed.feeds(inputs, feed, fed))
         return Capture(dict(zip(outputs, values, strict=True)))
 
     def isolate_impl(self, feed: np.ndarray, anchors: Mapping[str, np.ndarray]) -> Capture:

@@ -12,7 +12,7 @@ import openvino as ov
 from anpred.backends.base import Capture, ModelJob, Runner, Step
 from anpred.backends.registry import register_runner
 from anpred.interchange.isolation import fed_name, isolation_model
-from anpred.interchange.resume import export_resumed, resumed_feeds
+from anpred.interchange.resume import ResumedGraphs
 
 
 @register_runner("openvino")
@@ -39,7 +39,10 @@ class OpenVinoRunner(Runner):
         self.core = ov.Core()
         self.names = [a.onnx_name for a in job.export.anchors]
         self._isolation: tuple[Any, list[str]] | None = None
-        self._resumed: dict[tuple[tuple[str, ...], ...], Any] = {}
+        self._resumed = ResumedGraphs(
+            job.export,
+            lambda m, _i, _o: self._compile(self.core.read_model(m.SerializeToString(), b"")),
+        )
         self._plain: Any | None = None
         if self.resuming:  # compiled if the worker runs the whole model after all
             return
@@ -80,17 +83,11 @@ class OpenVinoRunner(Runner):
     def resume_impl(
         self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> Capture:
-        key = (tuple(fed), tuple(outputs))
-        if key not in self._resumed:
-            model, inputs = export_resumed(self.job.export, list(fed), outputs)
-            ov_model = self.core.read_model(model.SerializeToString(), b"")
-            self._resumed[key] = (self._compile(ov_model), inputs)
-        compiled, inputs = self._resumed[key]
-        feeds = resumed_feeds(self.job.export, inputs, feed, fed)
-        result = compiled(feeds, share_outputs=False)
+        compiled, inputs = self._resumed.get(list(fed), outputs)
+        result = compiled(self._resumed.feeds(inputs, feed, fed), share_outputs=False)
         by_name = {name: np.asarray(v) for port, v in result.items() for name in port.get_names()}
-        by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
-        return Capture({k: by_name[by_key[k]] for k in outputs})
+        names = self._resumed.names(outputs)
+        return Capture({k: by_name[n] for k, n in zip(outputs, names, strict=True)})
 
     def infer_plain_impl(self, feed: np.ndarray) -> np.ndarray:
         result = self.plain({self.job.export.input_name: feed})
@@ -118,7 +115,7 @@ class OpenVinoRunner(Runner):
             "precision_requested": requested,
             "precision": requested,
         }
-        resumed = [c for c, _ in getattr(self, "_resumed", {}).values()]
+        resumed = self._resumed.programs() if hasattr(self, "_resumed") else []
         compiled = self.compiled if self.compiled is not None else next(iter(resumed), None)
         if compiled is not None:  # what the plugin really uses (it may fall back to f32)
             in_effect = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()

@@ -11,7 +11,7 @@ import onnx
 
 from anpred.backends.base import Capture, ModelJob, NodeHooks
 from anpred.interchange.isolation import fed_name, isolation_model
-from anpred.interchange.resume import export_resumed, resumed_feeds
+from anpred.interchange.resume import ResumedGraphs
 from anpred.translate.evaluator_reference import EvaluatorGraph
 from anpred.translate.graph import GraphProgram
 
@@ -54,7 +54,9 @@ class TranslatedProgram:
             self._anchored = self.anchored
             self._plain = self.plain
         self._isolation: tuple[GraphProgram | EvaluatorGraph, list[str]] | None = None
-        self._resumed: dict[tuple[tuple[str, ...], ...], GraphProgram | EvaluatorGraph] = {}
+        self._resumed = ResumedGraphs(
+            job.export, lambda m, inputs, names: self._program(m, outputs=names, feeds=inputs)
+        )
 
     @property
     def anchored(self) -> GraphProgram | EvaluatorGraph:
@@ -124,13 +126,6 @@ class TranslatedProgram:
         self, feed: np.ndarray, fed: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> Capture:
         """Resumed inference (see :meth:`anpred.backends.base.Runner.resume`)."""
-        key = (tuple(fed), tuple(outputs))
-        if key not in self._resumed:
-            model, inputs = export_resumed(self.job.export, list(fed), outputs)
-            by_key = {a.key: a.onnx_name for a in self.job.export.anchors}
-            self._resumed[key] = self._program(
-                model, outputs=[by_key[k] for k in outputs], feeds=inputs
-            )
-        program = self._resumed[key]
-        values = program.run(resumed_feeds(self.job.export, program.feeds, feed, fed))
+        program, inputs = self._resumed.get(list(fed), outputs)
+        values = program.run(self._resumed.feeds(inputs, feed, fed))
         return self._capture(values, program, outputs)

@@ -17,7 +17,8 @@ clean capture (:mod:`anpred.execution.worker`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 import onnx
@@ -26,6 +27,9 @@ from anpred.interchange.export import AnchoredExport
 from anpred.interchange.isolation import fed_name
 from anpred.interchange.loaded import load_shared
 from anpred.translate.subgraphs import graph_attributes, outer_names
+
+#: A runner's program of a resumed model (a session, a compiled model, a graph program).
+P = TypeVar("P")
 
 
 def _node_key(node: onnx.NodeProto) -> str:
@@ -182,3 +186,45 @@ def resumed_feeds(
     """
     by_fed = {fed_name(a.onnx_name): a.key for a in export.anchors}
     return {n: feed if n == export.input_name else fed[by_fed[n]] for n in inputs}
+
+
+class ResumedGraphs(Generic[P]):
+    """A runner's resumed programs, one per (fed anchors, outputs), built on first use.
+
+    Args:
+        export: The job's export (its anchored graph, faulted or not).
+        build: Makes the runner's program of a resumed model, given the model, its
+            run-time inputs and the ONNX names of its outputs.
+    """
+
+    def __init__(
+        self, export: AnchoredExport, build: Callable[[onnx.ModelProto, list[str], list[str]], P]
+    ) -> None:
+        self.export = export
+        self.build = build
+        self._onnx = {a.key: a.onnx_name for a in export.anchors}
+        self._built: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[P, list[str]]] = {}
+
+    def get(self, fed: Sequence[str], outputs: Sequence[str]) -> tuple[P, list[str]]:
+        """The program that computes anchors ``outputs`` with ``fed`` given (keys), and its
+        run-time inputs.
+        """
+        key = (tuple(fed), tuple(outputs))
+        if key not in self._built:
+            model, inputs = export_resumed(self.export, fed, outputs)
+            self._built[key] = (self.build(model, inputs, self.names(outputs)), inputs)
+        return self._built[key]
+
+    def names(self, outputs: Sequence[str]) -> list[str]:
+        """The ONNX names of anchors ``outputs``."""
+        return [self._onnx[k] for k in outputs]
+
+    def feeds(
+        self, inputs: Sequence[str], feed: np.ndarray, fed: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        """:func:`resumed_feeds` of this export."""
+        return resumed_feeds(self.export, inputs, feed, fed)
+
+    def programs(self) -> list[P]:
+        """The programs built so far."""
+        return [program for program, _ in self._built.values()]
