@@ -17,7 +17,6 @@ ratio, and the CPU saved per worker restart avoided (participants × (chunks - 1
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -79,7 +78,9 @@ def main() -> int:
     for mode, extra in (("fresh", {FRESH_ENV: "1"}), ("served", {})):
         env = {**base, **extra, "JAX_COMPILATION_CACHE_DIR": str(work / f"jax-{mode}")}
         cpu[mode] = timed_run(args, work / mode, env, work / f"{mode}.log")
-    participants = len(json.loads((work / "served" / "participants.json").read_text()))
+    from anpred.store import RunStore
+
+    participants = len(RunStore.open(work / "served").read_participants())
     chunks = -(-args.images // args.chunk)
     restarts = participants * (chunks - 1)
     saved = cpu["fresh"] - cpu["served"]
