@@ -1,4 +1,5 @@
-"""Sorted captures kept across passes (a campaign's fault runs): the same numbers, fewer sorts."""
+"""Sorted captures and descriptors kept across passes (a campaign's fault runs): the same
+numbers, fewer sorts."""
 
 from __future__ import annotations
 
@@ -53,12 +54,22 @@ def test_a_pass_with_kept_sorted_rows_gives_the_same_numbers_with_fewer_sorts(
         real(rows)
 
     monkeypatch.setattr(loops, "sort_rows", counted)
+    described: list[int] = []
+    moments = onepass.channel_moments
+
+    def described_once(x: np.ndarray) -> np.ndarray:
+        described.append(1)
+        return moments(x)
+
+    monkeypatch.setattr(onepass, "channel_moments", described_once)
     keys = {**{p: ("file", p) for p in arrays if p != "p3"}, None: ("file", "fp64")}
     with sorted_cache.kept():
         first = onepass.measure_anchor(metrics, arrays, fp64, sort_keys=keys)
         assert sum(sorts) == 4  # every row sorted once, three of them kept
+        assert len(described) == 5  # channel moments: every array and fp64, once
         changed = dict(arrays, p3=(arrays["p3"] * np.float32(1.001)))  # the faulty one
         second = onepass.measure_anchor(metrics, changed, fp64, sort_keys=keys)
         assert sum(sorts) == 5  # only the row without a key sorted again
+        assert len(described) == 6  # and described again
     assert first == expected
     assert second == onepass.measure_anchor(metrics, changed, fp64)  # bit for bit

@@ -357,7 +357,7 @@ class _CompiledPass:
         if "channel_moments" in names:
             _distributional(
                 "channel_moments", channel_moments, channel_moment_difference,
-                arrays, self.fp64, vs_c, vs_f, c_vs_f,
+                arrays, self.fp64, vs_c, vs_f, c_vs_f, self.sort_keys,
             )  # fmt: skip
 
     def _sort_rows(self) -> None:
@@ -738,10 +738,25 @@ def _distributional(
     vs_c: dict[str, dict[str, float]],
     vs_f: dict[str, dict[str, float]],
     c_vs_f: dict[str, float],
+    keys: Sequence[Hashable | None] = (),
 ) -> None:
-    """A descriptor metric of every pair: each array described once."""
-    described = {p: describe(x) for p, x in arrays.items()}
-    df = describe(fp64)
+    """A descriptor metric of every pair: each array described once (an array with a key,
+    ``keys`` as :attr:`_CompiledPass.sort_keys`, described once across passes while
+    :func:`anpred.analysis.sorted_cache.kept`).
+    """
+    keys = list(keys) or [None] * (len(arrays) + 1)
+
+    def described_once(x: np.ndarray, key: Hashable | None) -> np.ndarray:
+        tagged = None if key is None else (name, key)
+        kept = sorted_cache.get(tagged)
+        if kept is not None:
+            return kept
+        value = describe(x)
+        sorted_cache.put(tagged, value)
+        return value
+
+    described = {p: described_once(x, k) for (p, x), k in zip(arrays.items(), keys, strict=False)}
+    df = described_once(fp64, keys[len(arrays)])
     dc = elementwise_median(list(described.values()))
     for p, d in described.items():
         vs_c[p][name] = compare(d, dc)
