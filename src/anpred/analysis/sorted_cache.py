@@ -6,8 +6,8 @@ read the same files for every participant but the faulty one (the clean run's ca
 linked), so the same arrays were sorted once per fault run. Inside :func:`kept`, a sorted
 row is kept under the key its caller gives (the capture file and the anchor: the same
 values) and copied back instead of sorting again -- the same numbers, bit for bit (a sort
-has one result); so is a capture's descriptor (its channel moments). At most :data:`LIMIT_BYTES` are kept, the oldest dropped first; outside
-:func:`kept` nothing is.
+has one result); so is a capture's descriptor (its channel moments). At most
+:data:`LIMIT_BYTES` are kept, the oldest dropped first; outside :func:`kept` nothing is.
 """
 
 from __future__ import annotations
