@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from anpred.errors import AnpredError
-from anpred.translate.col2im_positions import col2im_positions
+from anpred.translate.col2im_positions import col2im_geometry, col2im_positions
 from anpred.translate.registry import NodeCall
 from anpred.translate.tensorflow.layout import TFValue, layout_op, onnx_op, spatial_result
 from anpred.translate.tensorflow.lean_import import tf
@@ -119,13 +119,9 @@ def _col2im_run_time(
     nd = int(image_shape.shape[0])
     image = tf.cast(tf.reshape(image_shape, [-1]), tf.int64)
     block = tf.cast(tf.reshape(block_shape, [-1]), tf.int64)
-    pads = [int(p) for p in call.attr("pads", [0] * (2 * nd))]
-    dilations = [int(d) for d in call.attr("dilations", [1] * nd)]
-    strides = [int(s) for s in call.attr("strides", [1] * nd)]
-    counts = [
-        (image[i] + pads[i] + pads[i + nd] - (dilations[i] * (block[i] - 1) + 1)) // strides[i] + 1
-        for i in range(nd)
-    ]
+    pads, dilations, strides, counts = col2im_geometry(
+        call, [image[i] for i in range(nd)], [block[i] for i in range(nd)]
+    )
     offsets = tf.meshgrid(*[tf.range(block[i]) for i in range(nd)], indexing="ij")
     starts = tf.meshgrid(*[tf.range(counts[i]) for i in range(nd)], indexing="ij")
     flat = tf.zeros([1, 1], tf.int64)
