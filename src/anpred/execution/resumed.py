@@ -56,8 +56,9 @@ class Resumption:
 
     def __init__(self, plan: Mapping[str, Any], keys: Sequence[str]) -> None:
         self.source = ParticipantStore(Path(plan["source"]))
-        self.changed = [k for k in keys if k in set(plan["changed"])]
-        self.isolated = [k for k in keys if k in set(plan["isolated"])]
+        changed, isolated = set(plan["changed"]), set(plan["isolated"])
+        self.changed = [k for k in keys if k in changed]
+        self.isolated = [k for k in keys if k in isolated]
         self.keys = list(keys)
         #: Why the runner cannot resume (set on its first refusal; then nothing is resumed).
         self.unavailable: str | None = None

@@ -117,6 +117,7 @@ def collect(
             if own is None or p in own
         }
         present = {p: c for p, c in opened.items() if c is not None}
+        files = _file_keys(present, ref, own)  # once per input, not per anchor
         for p, c in present.items():
             result.observer.setdefault(p, {})[input_id] = c.meta.get("observer")
         try:
@@ -179,7 +180,9 @@ def collect(
                         params=params,
                         classes=classes,
                         introduced={p: s[anchor] for p, s in stages.items() if anchor in s},
-                        sort_keys=_sort_keys(present, ref, anchor, own),
+                        sort_keys=None
+                        if files is None
+                        else {p: (*k, anchor) for p, k in files.items()},
                     )
                 )
                 if anchor == anchors[-1]:
@@ -198,21 +201,21 @@ def collect(
     return result
 
 
-def _sort_keys(
-    present: Mapping[str, CaptureFile], ref: CaptureFile, anchor: str, own: frozenset[str] | None
-) -> dict[str | None, tuple[str, int, str]] | None:
+def _file_keys(
+    present: Mapping[str, CaptureFile], ref: CaptureFile, own: frozenset[str] | None
+) -> dict[str | None, tuple[str, int]] | None:
     """In a fault run's pass (``own`` given: the others' captures are the clean run's
-    files), the keys under which the others' and the fp64 reference's sorted values at
-    ``anchor`` are kept from one fault run to the next (:mod:`anpred.analysis.sorted_cache`):
-    the file (its real path and version) and the anchor.
+    files), what identifies the others' and the fp64 reference's (``None``) capture files:
+    their real path and version. With an anchor, the key under which their sorted values
+    there are kept from one fault run to the next (:mod:`anpred.analysis.sorted_cache`).
     """
     if own is None:
         return None
 
-    def key(capture: CaptureFile) -> tuple[str, int, str]:
-        return (os.path.realpath(capture.path), capture.path.stat().st_mtime_ns, anchor)
+    def key(capture: CaptureFile) -> tuple[str, int]:
+        return (os.path.realpath(capture.path), capture.path.stat().st_mtime_ns)
 
-    keys: dict[str | None, tuple[str, int, str]] = {
+    keys: dict[str | None, tuple[str, int]] = {
         p: key(c) for p, c in present.items() if p not in own
     }
     keys[None] = key(ref)
