@@ -64,6 +64,8 @@ from workload import (
     run_child,
 )
 
+from anpred.execution.worker import OBSERVER_INPUTS
+
 SCRIPT = Path(__file__).resolve()
 #: anpred run may take at most this multiple of the inferences it needs (issue 41).
 NEEDED_TARGET = 1.15
@@ -377,6 +379,10 @@ def _where(case: dict[str, Any]) -> list[list[str]]:
     workers_cpu = sum(w["timings"].get("cpu", 0.0) for w in run["workers"].values())
     rest = run["cpu_s"] - workers_cpu
     analysis_wall = run["phases"].get("analysis", 0.0)
+    spent = {
+        k: sum(w["timings"].get(k, 0.0) for w in run["workers"].values())
+        for k in ("capture_cpu", "observer_cpu")
+    }
     rows = [
         ["needed inferences (processes of their own)", f"{needed:.1f}", ""],
         ["anpred run, all processes", f"{run['cpu_s']:.1f}", ""],
@@ -384,6 +390,10 @@ def _where(case: dict[str, Any]) -> list[list[str]]:
          f"{100 * workers_cpu / run['cpu_s']:.0f}%"],
         ["  of which beyond the needed inferences (captures, observer check, waits)",
          f"{workers_cpu - needed:.1f}", f"{100 * (workers_cpu - needed) / run['cpu_s']:.0f}%"],
+        ["    writing capture files", f"{spent['capture_cpu']:.1f}",
+         f"{100 * spent['capture_cpu'] / run['cpu_s']:.0f}%"],
+        [f"    the observer check (plain inference on the first {OBSERVER_INPUTS} inputs)",
+         f"{spent['observer_cpu']:.1f}", f"{100 * spent['observer_cpu'] / run['cpu_s']:.0f}%"],
         ["  outside the workers (analysis, export and inputs from the cache, CLI, "
          "orchestration, report)", f"{rest:.1f}", f"{100 * rest / run['cpu_s']:.0f}%"],
         ["  the analysis phase's wall time (its processes are in the line above)",
@@ -448,7 +458,8 @@ def report(case: dict[str, Any], args: argparse.Namespace) -> None:
     )  # fmt: skip
     print("\n### anpred workers (their own timings, s)\n")
     keys = [
-        "import", "load", "first_inference", "inference", "isolation", "reference_wait", "cpu",
+        "import", "load", "first_inference", "inference", "isolation", "reference_wait",
+        "capture_cpu", "observer_cpu", "cpu",
     ]  # fmt: skip
     print(
         markdown_table(
@@ -461,8 +472,9 @@ def report(case: dict[str, Any], args: argparse.Namespace) -> None:
     )
     print(
         "\n(`inference`/`isolation`: the last call's time; `first_inference` includes "
-        "compilation; `reference_wait`: waiting for the fp64 reference's captures; `cpu`: the "
-        "worker's CPU seconds.)"
+        "compilation; `reference_wait`: waiting for the fp64 reference's captures; "
+        "`capture_cpu`: CPU seconds writing capture files; `observer_cpu`: CPU seconds of the "
+        "observer check's plain inferences; `cpu`: the worker's CPU seconds.)"
     )
     storage = case.get("storage")
     if storage:

@@ -136,3 +136,29 @@ def test_a_next_chunk_runs_on_the_runner_its_process_kept(
     assert mine.keys() == theirs.keys() and "b/output" in mine
     for key in mine:
         np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+
+
+def test_a_worker_counts_its_capture_and_observer_cpu_and_profiles_on_request(
+    tmp_path: Path, chain: tuple[ModelJob, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status's CPU timings of capture writing and the observer check (where a worker's
+    CPU goes beyond its inferences, benchmarks/bench_run.py), and ``ANPRED_PROFILE``'s
+    per-job CPU profile of a served worker.
+    """
+    import pstats
+
+    model, inputs = chain
+    profiles = tmp_path / "profiles"
+    monkeypatch.setenv("ANPRED_PROFILE", str(profiles))
+    p = parse_participant("onnxruntime")
+    job = {"model": model.to_dict(), "inputs": str(inputs)}
+    settings = ExecutionSettings(threads=1, parallel=1, timeout=120, executor=LocalExecutor())
+    with served_workers():
+        result = run_workers(tmp_path / "run", [p], job, INPUTS, settings.quiet())[p.name]
+    assert result.status == Status.OK
+    timings = RunStore(tmp_path / "run").participant(p.name).read_status()["timings"]
+    assert 0 < timings["capture_cpu"] <= timings["cpu"]
+    assert 0 <= timings["observer_cpu"] <= timings["cpu"]
+    (profile,) = profiles.glob("onnxruntime-*.prof")
+    functions = {name for _file, _line, name in pstats.Stats(str(profile)).stats}
+    assert "write_capture" in functions and "infer_plain" in functions

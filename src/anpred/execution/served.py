@@ -234,6 +234,7 @@ def _redirect(log: str) -> None:
 def serve(requests: IO[str], answers: IO[str]) -> int:
     """Run the jobs ``requests`` names, one per line, answering each with its exit code."""
     from anpred.execution.memory import die_with_parent, start_watchdog
+    from anpred.execution.profiling import run_profiled
     from anpred.execution.worker import Worker
 
     die_with_parent()
@@ -253,7 +254,7 @@ def serve(requests: IO[str], answers: IO[str]) -> int:
         _redirect(request["log"])
         worker = Worker(Path(request["job"]), cpu_start=time.process_time(), kept=kept)
         current[:] = [worker]
-        code = worker.run()
+        code = run_profiled(worker.job.name, worker.run)
         current.clear()
         del worker
         gc.collect()

@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,13 @@ from anpred.errors import AnpredError, DamagedRunError
 from anpred.execution.job import WorkerJob
 from anpred.execution.memory import die_with_parent, start_watchdog
 from anpred.execution.offline import OfflineGuard, install_guard
+from anpred.execution.profiling import run_profiled
 from anpred.execution.resources import format_size
 from anpred.execution.resumed import Resumption
 from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.library import Loads, get_library
 from anpred.participants import REFERENCE64
-from anpred.store import ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
+from anpred.store import CAPTURE, ISOLATED, PLAIN_KEY, ParticipantStore, Status, Step
 
 OBSERVER_INPUTS = 2
 """Inputs (the job's first ones) on which the plain model also runs: the observer check.
@@ -136,6 +138,10 @@ class Worker:
         #: What this job takes from a clean participant's captures (a fault run's job).
         self.resumption: Resumption | None = None
         self.waited = 0.0  # seconds spent waiting for the fp64 reference's captures
+        #: CPU seconds this job spent writing capture files and in the observer check's
+        #: plain inferences (status ``timings``: where a worker's CPU goes beyond the
+        #: inferences the method needs, benchmarks/bench_run.py).
+        self.spent = {"capture_cpu": 0.0, "observer_cpu": 0.0}
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json``."""
@@ -245,16 +251,16 @@ class Worker:
                     capture = infer(feeds[input_id])
                     arrays, meta = dict(capture.arrays), {"layouts": capture.layouts}
                     if input_id in observed:
+                        began = time.process_time()
                         plain = runner.infer_plain(feeds[input_id])
+                        self.spent["observer_cpu"] += time.process_time() - began
                         arrays[PLAIN_KEY] = plain
                         meta["observer"] = _observer(capture.arrays["output"], plain)
                 self.update(step=Step.CAPTURE)
                 bad = _nonfinite({k: v for k, v in arrays.items() if k != PLAIN_KEY})
                 nonfinite_any |= bool(bad)
-                self.store.write_capture(
-                    input_id,
-                    arrays,
-                    {**meta, "nonfinite": bad, "timings": dict(runner.timings)},
+                self._write(
+                    input_id, arrays, {**meta, "nonfinite": bad, "timings": dict(runner.timings)}
                 )
                 self._converted_records()
             elif self.store.read_capture_meta(input_id)["nonfinite"]:
@@ -277,6 +283,7 @@ class Worker:
                 **runner.timings,
                 "cpu": round(time.process_time() - self.cpu_start, 2),
                 "reference_wait": round(self.waited, 2),
+                **{k: round(v, 4) for k, v in self.spent.items()},
             },
             settings=runner.describe_settings(),
         )
@@ -339,15 +346,27 @@ class Worker:
             resumed = self.resumption.isolated_capture(runner, feed, input_id, fed)
             if resumed is not None:
                 meta = {"layouts": resumed[1], "resumed": True}
-                self.store.write_capture(input_id, resumed[0], meta, ISOLATED)
+                self._write(input_id, resumed[0], meta, ISOLATED)
                 return True
         try:
             capture = runner.isolate(feed, fed)
         except IsolationUnavailable as err:  # the participant goes on without isolation
             self.update(isolation=f"isolation unavailable: {err}")
             return True
-        self.store.write_capture(input_id, capture.arrays, {"layouts": capture.layouts}, ISOLATED)
+        self._write(input_id, capture.arrays, {"layouts": capture.layouts}, ISOLATED)
         return True
+
+    def _write(
+        self,
+        input_id: str,
+        arrays: dict[str, np.ndarray],
+        meta: Mapping[str, Any],
+        kind: str = CAPTURE,
+    ) -> None:
+        """Write one capture file (and its record), counting the CPU it takes."""
+        began = time.process_time()
+        self.store.write_capture(input_id, arrays, meta, kind)
+        self.spent["capture_cpu"] += time.process_time() - began
 
 
 def _still_running(reference: ParticipantStore) -> bool:
@@ -369,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     worker = Worker(Path(args[0]))
     start_watchdog(worker.out_of_memory)
-    return worker.run()
+    return run_profiled(worker.job.name, worker.run)
 
 
 if __name__ == "__main__":
