@@ -224,3 +224,62 @@ def test_the_compiled_baselines_give_numpys_numbers(shape) -> None:
             assert got.keys() == expected.keys()
             for key, value in expected.items():  # bit for bit, and the same types
                 assert _same(got[key], value), (method, participant, key, got[key], value)
+
+
+@pytest.mark.parametrize("shape", [(1, 84, 8400), (2, 5), (1,), (3, 1, 1), (0,)])
+@pytest.mark.parametrize("wanted", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("narrow", [True, False], ids=["float32", "float64"])
+def test_judging_together_gives_every_baselines_own_numbers(shape, wanted, narrow) -> None:
+    """judge_baselines shares max |a − b|, the fp64 errors and the fp32 reference's own
+    numbers among the baselines, and hands float32 outputs to the compiled loops as they
+    are: every statistic bit for bit what each baseline gives on its own."""
+    from anpred.analysis import onepass
+    from anpred.analysis.baselines import judge_baselines
+
+    if wanted:
+        _numba_or_skip()
+    rng = np.random.default_rng(len(shape))
+    outputs, fp32, fp64 = _outputs(rng, shape)
+    names = [n for n in method_names() if n != "anpred_oracle"]
+    previous = onepass.use_compiled(wanted)
+    try:
+        expected = judge_with_all(outputs, outputs["ref"], fp64, names)
+        given = {p: x.astype(np.float32) for p, x in outputs.items()} if narrow else outputs
+        for reference in (given["ref"], fp32.astype(np.float32) if narrow else fp32.copy()):
+            # the fp32 reference judged (the same array) or not among the outputs
+            judged = judge_baselines(given, reference, fp64, names)
+            assert list(judged) == names
+            for method, per in expected.items():
+                assert list(judged[method]) == list(per)
+                for participant, verdict in per.items():
+                    got = judged[method][participant].statistics()
+                    for key, value in verdict.statistics().items():
+                        assert _same(got[key], value), (method, participant, key)
+    finally:
+        onepass.use_compiled(previous)
+
+
+@pytest.mark.parametrize("wanted", [True, False], ids=["compiled", "numpy"])
+def test_the_median_of_magnitudes_is_numpys(wanted) -> None:
+    from anpred.analysis import onepass
+    from anpred.analysis.baselines import _magnitude_median
+
+    if wanted:
+        _numba_or_skip()
+    rng = np.random.default_rng(5)
+    previous = onepass.use_compiled(wanted)
+    try:
+        for size in (1, 2, 3, 7, 10, 4096, 100_001):
+            for _ in range(10):
+                # ties (zeros, one value repeated, most of them equal), spread over decades,
+                # subnormals, inf
+                scale = rng.choice([0.0, 1e-310, 1e-300, 1.0, 1e300, np.inf], size)
+                values = np.abs(rng.standard_normal(size) * scale)
+                values[: rng.integers(0, size + 1)] = rng.choice([0.0, 3.5])
+                expected = float(np.median(values))
+                got = _magnitude_median(values.copy(), float(np.max(values)))
+                assert got == expected and np.signbit(got) == np.signbit(expected)
+        assert _magnitude_median(np.zeros(4), 0.0) == 0.0
+        assert math.isnan(_magnitude_median(np.array([1.0, np.nan]), math.nan))
+    finally:
+        onepass.use_compiled(previous)

@@ -425,12 +425,12 @@ def cached() -> bool:
     Reads numba's cache bookkeeping (``_cache._cache_file._index_path``); should that
     change, answers True (the kernels still compile or load, only unannounced).
     """
-    from anpred.analysis import compiled_outputs
+    from anpred.analysis import compiled_outputs, compiled_reads
 
     try:
         return all(
             Path(k._cache._cache_file._index_path).exists()
-            for k in (*KERNELS, *compiled_outputs.KERNELS)
+            for k in (*KERNELS, *compiled_outputs.KERNELS, *compiled_reads.KERNELS)
         )
     except AttributeError:
         return True

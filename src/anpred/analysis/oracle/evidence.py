@@ -108,6 +108,14 @@ def _transformed(metrics: list[Metric], x: np.ndarray) -> dict[str, Any]:
 
 
 def _new_non_finite(x: np.ndarray, fp64: np.ndarray) -> int:
+    if x.size and x.flags.c_contiguous and x.dtype in (np.float32, np.float64):
+        from anpred.analysis import onepass
+
+        if onepass.kernels() is not None:  # no boolean array for the common answer
+            from anpred.analysis import compiled_reads
+
+            if compiled_reads.all_finite(x.reshape(-1)):
+                return 0
     finite = np.isfinite(x)
     if finite.all():
         return 0
