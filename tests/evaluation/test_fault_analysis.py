@@ -26,7 +26,7 @@ from anpred.pipeline.evidence import RunEvidence  # noqa: E402
 from anpred.pipeline.prune import KEEP_ALL  # noqa: E402
 from anpred.pipeline.run import run  # noqa: E402
 from anpred.settings import ExecutionSettings, RunOptions  # noqa: E402
-from anpred.store import RunStore  # noqa: E402
+from anpred.store import CAPTURE, ISOLATED, RunStore  # noqa: E402
 
 
 def _statistics(run_dir: Path) -> bytes:
@@ -144,3 +144,37 @@ def test_every_participant_is_judged_unless_its_captures_are_the_clean_runs(
     jax.unlink()
     jax.mkdir()  # a copy, not the clean run's folder
     assert not clean()
+
+
+def test_early_captures_are_taken_as_copies_only_where_the_worker_says_so(
+    tmp_path: Path,
+) -> None:
+    clean, faulty = (RunStore(tmp_path / r).participant("ort") for r in ("base", "out"))
+    for store in (clean, faulty):
+        store.folder.mkdir(parents=True)
+        for input_id in ("a", "b"):
+            for kind in (CAPTURE, ISOLATED):
+                meta = {"layouts": {}, **({"resumed": True} if store is faulty else {})}
+                store.write_capture(input_id, {"s1": np.zeros(2)}, meta, kind)
+    resume = {"from": str(clean.folder), "recomputed": ["s2"], "isolated_recomputed": ["s2"]}
+    faulty.write_status({"state": "ok", "resume": resume})
+
+    def copied(anchors: tuple[str, ...] = ("s1",)) -> bool:
+        return fault_analysis._copied(clean, faulty, list(anchors), ["a", "b"])
+
+    assert copied()
+    assert not copied(("s1", "s2"))  # an anchor the worker recomputed
+    faulty.write_status({"state": "ok", "resume": {**resume, "isolated_recomputed": ["s1"]}})
+    assert not copied()
+    faulty.write_status({"state": "ok", "resume": {**resume, "unavailable": "no resume"}})
+    assert not copied()
+    faulty.write_status({"state": "ok", "resume": {**resume, "from": str(faulty.folder)}})
+    assert not copied()  # resumed from another participant's captures
+    faulty.write_status({"state": "ok"})
+    assert not copied()  # not resumed at all
+    faulty.write_status({"state": "ok", "resume": resume})
+    faulty.write_capture("b", {"s1": np.zeros(2)}, {"layouts": {}}, ISOLATED)
+    assert not copied()  # one capture computed by the whole model
+    (clean.folder / f"b.{ISOLATED}.json").unlink()
+    faulty.write_capture("b", {"s1": np.zeros(2)}, {"layouts": {}, "resumed": True}, ISOLATED)
+    assert not copied()  # a capture the clean participant does not have

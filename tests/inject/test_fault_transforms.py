@@ -6,6 +6,8 @@ checks the planning done in the main process (no DL library is imported here).
 
 from __future__ import annotations
 
+import json
+
 import onnx
 import pytest
 from fault_chain import build_export
@@ -16,8 +18,11 @@ from anpred.inject.spec import FaultSpec
 from anpred.inject.transforms import (
     FaultNodeHooks,
     FaultyGraphs,
+    deferred_graph,
+    deferred_graphs,
     fault_transform,
     recorded_fault,
+    write_deferred_graphs,
 )
 from anpred.interchange.transform import TRANSFORMS_KEY, Transforms, transform_from_record
 from anpred.pipeline.transforms import MODEL_FOLDER, plan_transforms
@@ -89,3 +94,28 @@ def test_a_run_plans_faults_and_hands_over_given_transforms(export, tmp_path) ->
     assert plan_transforms({}, export, tmp_path) == {}
     with pytest.raises(UsageError, match="matches no node"):
         plan_transforms({"faults": {"jax": {**BF16.to_dict(), "op": "Sigmoid"}}}, export, tmp_path)
+
+
+@pytest.mark.parametrize(("library", "spec"), [("onnxruntime", BF16), ("openvino", BF16)])
+def test_deferred_graphs_are_the_graphs_the_driver_writes(export, tmp_path, library, spec) -> None:
+    written = fault_transform(library, spec, export, tmp_path / "driver")
+    nodes = written.planned.nodes
+    deferred = fault_transform(library, spec, export, tmp_path / "worker", graphs=False)
+    assert deferred.record() == {**written.record(), "folder": str(tmp_path / "worker")}
+    assert not any((tmp_path / "worker").iterdir())  # nothing written
+    plan = deferred_graphs(library, spec, export, tmp_path / "worker", nodes)
+    assert plan is not None
+    assert json.loads(json.dumps(plan)) == plan  # travels in the job file
+    anchored = deferred_graph(plan, "anchored")
+    write_deferred_graphs(plan, anchored)
+    for name in ("anchored.onnx", "plain.onnx"):
+        ours = (tmp_path / "worker" / name).read_bytes()
+        assert ours == (tmp_path / "driver" / name).read_bytes(), name
+
+
+def test_graphs_are_deferred_only_to_runners_that_read_them_when_needed(export, tmp_path) -> None:
+    nodes = ("/s2/Conv",)
+    assert deferred_graphs("onnxruntime", BF16, export, tmp_path, nodes) is not None
+    assert deferred_graphs("jax", EPS, export, tmp_path, nodes) is not None  # attribute fault
+    assert deferred_graphs("jax", BF16, export, tmp_path, nodes) is None  # hooks: no graphs
+    assert deferred_graphs("ncnn", BF16, export, tmp_path, nodes) is None  # converted

@@ -7,14 +7,24 @@ those it does, exactly.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from anpred.interchange.export import AnchoredExport, AnchorOutput
 from anpred.interchange.isolation import fed_name
-from anpred.interchange.resume import footprint, resumed_model
+from anpred.interchange.loaded import facts_of, load_shared
+from anpred.interchange.resume import (
+    export_resumed,
+    footprint,
+    provide_anchored,
+    provided_anchored,
+    resumed_model,
+)
 
 ANCHORS = ["a1", "a2", "a3", "out"]
 
@@ -86,3 +96,44 @@ def test_an_isolation_cut_keeps_only_the_changed_stage() -> None:
 def test_an_output_nothing_computes_is_refused() -> None:
     with pytest.raises(ValueError, match="no node computes x"):
         resumed_model(_model(), [], ["x"])
+
+
+def test_a_provided_anchored_graph_is_cut_instead_of_the_file(tmp_path: Path) -> None:
+    model = _model()
+    path = tmp_path / "model" / "anchored.onnx"  # never written
+    export = AnchoredExport(
+        tmp_path / "model",
+        "x",
+        (2, 4),
+        17,
+        tuple(AnchorOutput(a, a, a, "g", a, (2, 4)) for a in ANCHORS),
+    )
+    made: list[int] = []
+
+    def make() -> onnx.ModelProto:
+        made.append(1)
+        return model
+
+    provide_anchored(path, make)
+    assert provided_anchored(path) is None  # made when first needed
+    first, inputs = export_resumed(export, ["a1", "a2"], ["a3"])
+    again, _ = export_resumed(export, ANCHORS, ["a2"])
+    assert made == [1] and provided_anchored(path) is model
+    expected = resumed_model(model, ["a1", "a2"], ["a3"])
+    assert first.SerializeToString() == expected[0].SerializeToString()
+    assert inputs == expected[1]
+    assert provided_anchored(tmp_path / "other.onnx") is None
+    provide_anchored(tmp_path / "other.onnx", make)  # replaces the one before
+    with pytest.raises(FileNotFoundError):
+        export_resumed(export, ["a1", "a2"], ["a3"])
+
+
+def test_footprint_of_a_shared_graph_reads_its_consumers_once(tmp_path: Path) -> None:
+    onnx.save(_model(), str(tmp_path / "anchored.onnx"))
+    shared = load_shared(tmp_path / "anchored.onnx")
+    plain = _model()
+    for nodes, isolated in [({"s2/sig"}, False), ({"s1/neg"}, True), ({"s1/mm"}, False)]:
+        expected = footprint(plain, ANCHORS, nodes, isolated)
+        assert footprint(shared, ANCHORS, nodes, isolated) == expected
+    consumers = facts_of(shared, "consumers", lambda: pytest.fail("read again"))
+    assert sorted(consumers[0]) == ["a1", "a2", "a3", "m1", "skip", "w", "x"]

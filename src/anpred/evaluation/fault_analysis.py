@@ -2,7 +2,9 @@
 
 A fault at stage ``k`` changes nothing its participant computes before ``k``: its anchors
 before ``k`` and its stage-isolated anchors before ``k`` are those of the clean
-participant it replaces, bit for bit (checked here on every fault run, not assumed). The
+participant it replaces, bit for bit (checked here on every fault run, not assumed: compared
+array by array, or, when its worker resumed from the clean participant's captures, read
+from its records that they are copies of them, :func:`_copied`). The
 streaming pass's records of an anchor are a function of every participant's captures at
 that anchor alone (:func:`~anpred.pipeline.evidence.collect`), so the fault run's records
 before ``k`` are the clean run's, the clean participant's under the faulty name.
@@ -88,8 +90,11 @@ def reuse_clean_records(base: Path, out: Path, clean: str, faulty: str, stage: s
     ):
         return False
     before = anchors[:k]
-    if before and not _same_captures(
-        base_store.participant(clean), store.participant(faulty), before, input_ids
+    clean_store, faulty_store = base_store.participant(clean), store.participant(faulty)
+    if (
+        before
+        and not _copied(clean_store, faulty_store, before, input_ids)
+        and not _same_captures(clean_store, faulty_store, before, input_ids)
     ):
         return False
     collection = Collection.of(store.root, names, anchors[k:], params)
@@ -128,6 +133,38 @@ def _others_are_clean(
         here, there = store.participant(p).folder, base.participant(p).folder
         if not (here.exists() and there.exists() and os.path.samefile(here, there)):
             return False
+    return True
+
+
+def _copied(
+    clean: ParticipantStore, faulty: ParticipantStore, anchors: Sequence[str], inputs: Sequence[str]
+) -> bool:
+    """Whether ``faulty``'s worker copied its captures at ``anchors`` from ``clean``'s: its
+    status says it resumed from ``clean``'s folder and recomputed none of ``anchors``
+    (anchored or isolated), and each of its captures (anchored and isolated, on every input)
+    is a resumed one, ``clean`` having the same. A resumed capture holds the clean capture's
+    arrays and layouts at every anchor it did not recompute (:mod:`anpred.execution.resumed`,
+    tests/execution/test_resumed.py), so comparing them (:func:`_same_captures`: yolov8n,
+    two inputs, ~0.02 CPU s a fault run, issue 41) would compare copies.
+    """
+    record = faulty.read_status().get("resume")
+    if not isinstance(record, dict) or record.get("unavailable"):
+        return False
+    source = record.get("from")
+    if not (source and Path(source).is_dir() and clean.folder.is_dir()):
+        return False
+    if not os.path.samefile(source, clean.folder):
+        return False
+    recomputed = {*record.get("recomputed", ()), *record.get("isolated_recomputed", ())}
+    if recomputed & set(anchors):
+        return False
+    for input_id in inputs:
+        for kind in (CAPTURE, ISOLATED):
+            done = faulty.capture_done(input_id, kind)
+            if done != clean.capture_done(input_id, kind):
+                return False
+            if done and faulty.read_capture_meta(input_id, kind).get("resumed") is not True:
+                return False
     return True
 
 

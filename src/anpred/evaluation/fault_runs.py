@@ -41,10 +41,12 @@ from anpred.evaluation.scoring import fault_outcome, fault_row
 from anpred.execution import schedule
 from anpred.execution.executor import Executor, LocalExecutor
 from anpred.execution.job import RESUME_KEY
+from anpred.execution.resumed import DEFERRED_GRAPHS_KEY
 from anpred.inject.participants import EXTRA_KEY, faulty_participant
 from anpred.inject.plan import plan_fault, stage_anchors
 from anpred.inject.spec import FaultSpec
 from anpred.inject.stages import resolve_targets
+from anpred.inject.transforms import deferred_graphs
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.loaded import load_shared
 from anpred.interchange.resume import footprint
@@ -60,7 +62,7 @@ from anpred.pipeline.analyse import analyse
 from anpred.pipeline.collect_pool import warm_fork_server
 from anpred.pipeline.early_pass import EarlyPass, for_run
 from anpred.pipeline.execute import model_job
-from anpred.pipeline.transforms import plan_transforms
+from anpred.pipeline.transforms import MODEL_FOLDER, plan_transforms
 from anpred.progress import Remaining, Say
 from anpred.settings import ExecutionSettings
 from anpred.store import EvalStore, RunStore, safe_name
@@ -140,7 +142,12 @@ def derive_run(
         options.get("weights"),
         options.get("seed", 0),
         store.inputs_path,
-        plan_transforms(options.get("extra") or {}, export, out),
+        plan_transforms(
+            options.get("extra") or {},
+            export,
+            out,
+            deferred=[n for n, plan in (resume or {}).items() if DEFERRED_GRAPHS_KEY in plan],
+        ),
     )
     if resume:
         job[RESUME_KEY] = {name: dict(plan) for name, plan in resume.items()}
@@ -237,6 +244,10 @@ def run_fault(
         if resume:
             source = base_store.participant(clean_name).folder
             plans[faulty.name] = resume_plan(anchored, export, planned.nodes, source)
+            folder = RunStore(fault_dir).participant(faulty.name).folder / MODEL_FOLDER
+            graphs = deferred_graphs(library, spec, export, folder, planned.nodes)
+            if graphs is not None:  # its worker rewrites them
+                plans[faulty.name][DEFERRED_GRAPHS_KEY] = graphs
     options = base_store.read_settings()
     options["extra"] = {EXTRA_KEY: {library: spec.to_dict()}}
     reuse = (

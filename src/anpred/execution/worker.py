@@ -340,14 +340,14 @@ class Worker:
         reference = self._reference_capture(input_id, wait)
         if reference is None:
             return True  # the fp64 reference failed on this input: nothing to isolate against
-        fed = {k: v.astype(np.float32) for k, v in reference.items()}
         self.update(step=Step.EXECUTE, input=input_id, phase="isolation")
-        if self.resumption is not None:
-            resumed = self.resumption.isolated_capture(runner, feed, input_id, fed)
+        if self.resumption is not None:  # rounds to float32 the anchors it feeds only
+            resumed = self.resumption.isolated_capture(runner, feed, input_id, reference)
             if resumed is not None:
                 meta = {"layouts": resumed[1], "resumed": True}
                 self._write(input_id, resumed[0], meta, ISOLATED)
                 return True
+        fed = {k: v.astype(np.float32) for k, v in reference.items()}
         try:
             capture = runner.isolate(feed, fed)
         except IsolationUnavailable as err:  # the participant goes on without isolation

@@ -19,7 +19,7 @@ Importing this module imports no DL library.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,35 +125,115 @@ def _save(model: onnx.ModelProto, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _hooked(library: str, spec: FaultSpec) -> bool:
+    """Whether ``spec`` reaches a participant of ``library`` as hooks (no graph rewritten)."""
+    return fault_kind(spec.kind).target is not Target.ATTRIBUTE and _runs_translators(library)
+
+
 def fault_transform(
-    library: str, spec: FaultSpec, export: AnchoredExport, folder: Path
+    library: str, spec: FaultSpec, export: AnchoredExport, folder: Path, graphs: bool = True
 ) -> Transform:
     """Plan ``spec`` for a participant of ``library``; rewrite graphs into ``folder`` if needed.
+
+    ``graphs=False``: the rewritten graphs are left to the participant's resumed worker
+    (:func:`deferred_graphs`).
 
     Raises:
         UsageError: Invalid fault, unknown stage, or no node matches.
     """
     anchored = load_shared(export.anchored_path)  # one per campaign model: not modified
     planned = plan_fault(spec, export, anchored)
-    if fault_kind(spec.kind).target is not Target.ATTRIBUTE and _runs_translators(library):
+    if _hooked(library, spec):
         return FaultNodeHooks(planned)
     rewritten = replace(export, folder=Path(folder))
     rewritten.folder.mkdir(parents=True, exist_ok=True)
-    for model, path in (
-        (anchored, rewritten.anchored_path),
-        (load_shared(export.plain_path), rewritten.plain_path),
-    ):
-        faulty = rewrite_model(
-            model, spec, planned.nodes, emulate_casts=emulates_casts(library), library=library
-        )
-        _save(faulty, path)
+    if graphs:
+        for model, path in (
+            (anchored, rewritten.anchored_path),
+            (load_shared(export.plain_path), rewritten.plain_path),
+        ):
+            faulty = rewrite_model(
+                model, spec, planned.nodes, emulate_casts=emulates_casts(library), library=library
+            )
+            _save(faulty, path)
     return FaultyGraphs(planned, rewritten.folder)
+
+
+#: Libraries whose runners, in a worker that resumes (``Runner.resuming``), read the
+#: export's graphs only if they run the whole model after all: onnxruntime, OpenVINO and
+#: the translators (``anpred.backends``); a converted runtime loads them at once.
+_LAZY_WHOLE_MODEL = ("onnx-file", "translated-onnx")
+
+
+def deferred_graphs(
+    library: str, spec: FaultSpec, export: AnchoredExport, folder: Path, nodes: Sequence[str]
+) -> dict[str, Any] | None:
+    """What a resumed worker needs to rewrite the faulty graphs itself, or ``None`` when
+    :func:`fault_transform` must write them (its runner loads them at once) or writes none.
+
+    A resumed worker cuts its programs from the faulty anchored graph, which it rewrites
+    from the clean one it holds already (a served process parses the clean graph once, and
+    infers its value types once): writing the rewritten graph here and parsing it there cost
+    ~0.045 CPU s a yolov8n fault run (issue 41). The files, anchored and plain (the plain
+    one for the observer check), are written only when the worker runs the whole model
+    after all (:func:`write_deferred_graphs`).
+
+    Args:
+        library: The faulty participant's library.
+        spec: The fault.
+        export: The clean run's export (the graphs are rewritten from its own).
+        folder: Where :func:`fault_transform` would rewrite the graphs.
+        nodes: The planned fault's nodes.
+    """
+    from anpred.library import get_library
+
+    if _hooked(library, spec) or get_library(library).loads.value not in _LAZY_WHOLE_MODEL:
+        return None
+    rewritten = replace(export, folder=Path(folder))
+    return {
+        "anchored": [str(export.anchored_path), str(rewritten.anchored_path)],
+        "plain": [str(export.plain_path), str(rewritten.plain_path)],
+        "fault": {**spec.to_dict(), "nodes": list(nodes)},
+        "emulate_casts": emulates_casts(library),
+        "library": library,
+    }
+
+
+def deferred_graph(deferred: Mapping[str, Any], which: str) -> onnx.ModelProto:
+    """The faulty ``anchored`` or ``plain`` graph :func:`deferred_graphs` describes: the
+    graph :func:`fault_transform` writes.
+    """
+    fault = dict(deferred["fault"])
+    nodes = fault.pop("nodes")
+    return rewrite_model(
+        load_shared(deferred[which][0]),
+        FaultSpec.from_dict(fault),
+        nodes,
+        emulate_casts=bool(deferred["emulate_casts"]),
+        library=deferred["library"],
+    )
+
+
+def write_deferred_graphs(
+    deferred: Mapping[str, Any], anchored: onnx.ModelProto | None = None
+) -> None:
+    """Write the faulty graphs :func:`deferred_graphs` describes (those not written yet;
+    ``anchored``: the anchored one, rewritten already).
+    """
+    for which in ("anchored", "plain"):
+        path = Path(deferred[which][1])
+        if path.is_file():
+            continue
+        model = anchored if which == "anchored" and anchored is not None else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _save(model if model is not None else deferred_graph(deferred, which), path)
 
 
 def fault_transforms(
     faults: Mapping[str, Mapping[str, Any]],
     export: AnchoredExport,
     folder_of: Callable[[str], Path],
+    deferred: Collection[str] = (),
 ) -> dict[str, list[dict[str, Any]]]:
     """Every faulty participant's transform records (``RunOptions.extra["faults"]``).
 
@@ -161,6 +241,8 @@ def fault_transforms(
         faults: Participant spec → fault dict.
         export: The run's anchored export.
         folder_of: Participant name → the folder its rewritten graphs go to.
+        deferred: Faulty participants whose resumed worker rewrites their graphs
+            (:func:`deferred_graphs`).
 
     Returns:
         Faulty participant name (``onnxruntime!bf16@s2``) → ``[record]``.
@@ -169,7 +251,8 @@ def fault_transforms(
     for name, spec in parse_faults(faults).items():
         faulty = faulty_name(name, spec)
         library = parse_participant(name).library
-        transform = fault_transform(library, spec, export, folder_of(faulty))
+        graphs = faulty not in deferred
+        transform = fault_transform(library, spec, export, folder_of(faulty), graphs)
         records[faulty] = [transform.record()]
     return records
 

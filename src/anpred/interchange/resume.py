@@ -17,15 +17,17 @@ clean capture (:mod:`anpred.execution.worker`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import onnx
 
 from anpred.interchange.export import AnchoredExport
 from anpred.interchange.isolation import fed_name
-from anpred.interchange.loaded import load_shared
+from anpred.interchange.loaded import facts_of, load_shared
 from anpred.translate.subgraphs import graph_attributes, outer_names
 
 #: A runner's program of a resumed model (a session, a compiled model, a graph program).
@@ -61,13 +63,8 @@ def footprint(
         ONNX names of the anchors to recompute.
     """
     cut = set(anchors) if isolated else set()  # in the isolation graph, consumers read them fed
-    direct: dict[str, list[onnx.NodeProto]] = {}
-    outer: dict[str, list[onnx.NodeProto]] = {}  # read by a subgraph: never fed (isolation.py)
-    for node in model.graph.node:
-        for name in dict.fromkeys(n for n in node.input if n):
-            direct.setdefault(name, []).append(node)
-        for name in dict.fromkeys(_reads(node)[len([n for n in node.input if n]) :]):
-            outer.setdefault(name, []).append(node)
+    # once per shared model (a campaign plans every fault of a model on the same one)
+    direct, outer = facts_of(model, "consumers", lambda: _consumers(model))
     reached: set[str] = set()
     stack = [o for node in model.graph.node if _node_key(node) in nodes for o in node.output if o]
     while stack:
@@ -79,6 +76,22 @@ def footprint(
         for node in readers:
             stack.extend(out for out in node.output if out and out not in reached)
     return [a for a in anchors if a in reached]
+
+
+def _consumers(
+    model: onnx.ModelProto,
+) -> tuple[dict[str, list[onnx.NodeProto]], dict[str, list[onnx.NodeProto]]]:
+    """Every value's readers: as a node input, and from inside a subgraph (never fed,
+    :mod:`anpred.interchange.isolation`).
+    """
+    direct: dict[str, list[onnx.NodeProto]] = {}
+    outer: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in dict.fromkeys(n for n in node.input if n):
+            direct.setdefault(name, []).append(node)
+        for name in dict.fromkeys(_reads(node)[len([n for n in node.input if n]) :]):
+            outer.setdefault(name, []).append(node)
+    return direct, outer
 
 
 def resumed_model(
@@ -162,16 +175,46 @@ def _header(model: onnx.ModelProto) -> onnx.ModelProto:
     return header
 
 
+#: The anchored graph given for a path by :func:`provide_anchored` (one at a time: a
+#: worker's job), ``[path, make, model or None]``.
+_provided: list[Any] = []
+
+
+def provide_anchored(path: str | os.PathLike[str], make: Callable[[], onnx.ModelProto]) -> None:
+    """Let :func:`export_resumed` take the anchored graph at ``path`` from ``make()`` (called
+    once, when first needed) instead of the file, which need not exist: a resumed worker
+    rewrites its faulty graph from the clean one it holds (:mod:`anpred.execution.resumed`).
+    Replaces what was provided before.
+    """
+    _provided[:] = [os.path.realpath(path), make, None]
+
+
+def provided_anchored(path: str | os.PathLike[str]) -> onnx.ModelProto | None:
+    """The graph provided for ``path`` if it was made already, else ``None``."""
+    if _provided and _provided[0] == os.path.realpath(path):
+        return _provided[2]  # type: ignore[no-any-return]
+    return None
+
+
+def _anchored(path: Path) -> onnx.ModelProto:
+    if _provided and _provided[0] == os.path.realpath(path):
+        if _provided[2] is None:
+            _provided[2] = _provided[1]()
+        return _provided[2]  # type: ignore[no-any-return]
+    return load_shared(path)  # a served process's faults share the clean one
+
+
 def export_resumed(
     export: AnchoredExport, fed: Sequence[str], outputs: Sequence[str]
 ) -> tuple[onnx.ModelProto, list[str]]:
-    """:func:`resumed_model` of ``export``'s anchored graph, anchors named by key.
+    """:func:`resumed_model` of ``export``'s anchored graph (the provided one, if any:
+    :func:`provide_anchored`), anchors named by key.
 
     Returns:
         The model and its run-time inputs (:func:`resumed_model`).
     """
     by_key = {a.key: a.onnx_name for a in export.anchors}
-    model = load_shared(export.anchored_path)  # a served process's faults share the clean one
+    model = _anchored(export.anchored_path)
     return resumed_model(model, [by_key[k] for k in fed], [by_key[k] for k in outputs])
 
 

@@ -10,7 +10,7 @@ they are (any registered kind, see :mod:`anpred.interchange.transform`); and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,10 @@ MODEL_FOLDER = "model"
 
 
 def plan_transforms(
-    extra: Mapping[str, Any], export: AnchoredExport, run_dir: Path
+    extra: Mapping[str, Any],
+    export: AnchoredExport,
+    run_dir: Path,
+    deferred: Collection[str] = (),
 ) -> dict[str, list[dict[str, Any]]]:
     """Every participant's transform records for a run (``job["transforms"]``).
 
@@ -32,6 +35,8 @@ def plan_transforms(
         extra: ``RunOptions.extra`` (``faults`` and ``transforms``).
         export: The run's anchored export.
         run_dir: The run directory (rewritten graphs go to the participant's folder).
+        deferred: Faulty participants whose resumed worker rewrites their graphs
+            (:func:`anpred.inject.transforms.deferred_graphs`).
 
     Raises:
         UsageError: An invalid fault or transform record.
@@ -48,6 +53,7 @@ def plan_transforms(
             extra[EXTRA_KEY],
             export,
             lambda name: RunStore(run_dir).participant(name).folder / MODEL_FOLDER,
+            deferred,
         )
         for name, records in faults.items():
             planned.setdefault(name, []).extend(records)
