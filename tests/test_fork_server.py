@@ -28,3 +28,19 @@ def test_a_held_fork_server_outlives_the_passes_until_stopped() -> None:
         fork_server.stop()
     assert forkserver._forkserver._forkserver_pid is None
     assert not fork_server.kept()
+
+
+def test_helpers_freeze_what_they_inherit_and_ignore_ctrl_c() -> None:
+    import gc
+    import signal
+
+    try:
+        with ProcessPoolExecutor(
+            1, mp_context=fork_server.context(()), initializer=fork_server.init_helper
+        ) as pool:
+            frozen = pool.submit(gc.get_freeze_count).result()
+            handler = pool.submit(signal.getsignal, signal.SIGINT).result()
+    finally:
+        fork_server.stop()
+    assert frozen > 1000  # the interpreter's and anpred's objects, not the few made since
+    assert handler == signal.SIG_IGN

@@ -1,10 +1,21 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from anpred.errors import UsageError
-from anpred.inputs.images import gather_images, read_image, sample_images, synthetic_images
+from anpred.inputs.images import (
+    SAMPLE_IMAGES,
+    SKIMAGE_FILES,
+    _to_rgb,
+    gather_images,
+    read_image,
+    sample_images,
+    synthetic_images,
+)
 from anpred.inputs.preprocess import imagenet, letterbox
 
 
@@ -15,6 +26,29 @@ def test_sample_images_are_real_and_deterministic() -> None:
         assert a.pixels.dtype == np.uint8 and a.pixels.shape[2] == 3
         assert np.array_equal(a.pixels, b.pixels)
         assert a.pixels.std() > 20  # a photograph, not a flat image
+
+
+def test_skimage_photographs_are_the_pixels_skimage_data_returns() -> None:
+    skimage_data = pytest.importorskip("skimage.data")
+    names = [name for package, name in SAMPLE_IMAGES if package == "skimage"]
+    assert sorted(names) == sorted(SKIMAGE_FILES)  # every photograph has its file
+    images = {i.source: i for i in sample_images(len(SAMPLE_IMAGES))}
+    for name in names:
+        expected = getattr(skimage_data, name)()
+        expected = _to_rgb(expected[0] if isinstance(expected, tuple) else expected)
+        image = images[f"skimage.data.{name}"]
+        assert image.pixels.dtype == expected.dtype and image.pixels.shape == expected.shape
+        assert np.array_equal(image.pixels, expected), name
+
+
+def test_sample_images_do_not_import_skimage() -> None:
+    pytest.importorskip("skimage")
+    code = (
+        "import sys; from anpred.inputs.images import sample_images; "
+        "sample_images(6); print('skimage' in sys.modules, 'scipy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_letterbox_keeps_aspect_and_pads_grey() -> None:

@@ -145,7 +145,7 @@ def new_pool(processes: int, compiled: bool) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=processes,
         mp_context=fork_server.context(_preload(compiled)),
-        initializer=fork_server.ignore_interrupt,
+        initializer=fork_server.init_helper,
     )
 
 

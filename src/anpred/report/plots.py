@@ -406,7 +406,7 @@ def _in_processes(view: RunSummary, processes: int) -> dict[str, tuple[bytes | N
         with ProcessPoolExecutor(
             max_workers=min(processes, len(PLOTS)),
             mp_context=fork_server.context(PRELOAD),
-            initializer=fork_server.ignore_interrupt,
+            initializer=fork_server.init_helper,
         ) as pool:
             futures = {name: pool.submit(_render, name, view) for name in PLOTS}
             for name, future in futures.items():
