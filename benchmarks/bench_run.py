@@ -37,7 +37,7 @@ the workers' own CPU against the needed inferences' (their captures, the observe
 waiting), the analysis's and the run's orchestration (everything outside the workers). Run::
 
     python benchmarks/bench_run.py            # yolov8n, all libraries, 8 images (minutes)
-    python benchmarks/bench_run.py --full     # yolov8n and resnet50, 8 and 32 images (an hour)
+    python benchmarks/bench_run.py --full     # yolov8n and resnet50, 8 and 32 images (11 min, idle)
     python benchmarks/bench_run.py --quick    # CI smoke: torch,onnxruntime, 2 images
 """
 
@@ -526,7 +526,7 @@ def main() -> int:
         "--full",
         action="store_true",
         help=f"every case: {', '.join(FULL_MODELS)} at {' and '.join(map(str, FULL_IMAGES))} "
-        "inputs (about an hour on a 2-core machine)",
+        "inputs (11 minutes on an idle 2-core machine, more under load)",
     )
     parser.add_argument("--threads", type=int, default=1, help="threads per process (default 1)")
     parser.add_argument("--parallel", type=int, default=2, help="anpred --parallel (default 2)")
