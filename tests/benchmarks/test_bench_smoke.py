@@ -189,3 +189,14 @@ def test_bench_campaign_slices_a_grid_and_compares_decisions() -> None:
         "row 0 anpred_detected: True vs False"
     ]
     assert bench_campaign.same_decisions([row], []) == ["1 rows against 0"]
+
+
+def test_bench_pages_measures_three_writes_and_leaves_nothing(tmp_path) -> None:
+    import bench_pages
+
+    result = bench_pages.measure(tmp_path, 32)
+    assert result["megabytes"] == 32
+    assert all(result[k] > 0 for k in ("fresh", "fresh_again", "recycled"))
+    assert not any(tmp_path.iterdir())  # every folder it wrote is gone
+    out = _bench("bench_pages.py", "--mb", "16", "--work", str(tmp_path))
+    assert "fresh / recycled = " in out and not any(tmp_path.iterdir())
