@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 import onnx
@@ -175,9 +176,20 @@ def _header(model: onnx.ModelProto) -> onnx.ModelProto:
     return header
 
 
-#: The anchored graph given for a path by :func:`provide_anchored` (one at a time: a
-#: worker's job), ``[path, make, model or None]``.
-_provided: list[Any] = []
+@dataclass
+class _Provided:
+    """The anchored graph given for a path by :func:`provide_anchored`."""
+
+    path: str
+    make: Callable[[], onnx.ModelProto]
+    model: onnx.ModelProto | None = None
+
+    def holds(self, path: str | os.PathLike[str]) -> bool:
+        return self.path == os.path.realpath(path)
+
+
+#: What :func:`provide_anchored` gave last (one at a time: a worker's job).
+_provided: _Provided | None = None
 
 
 def provide_anchored(path: str | os.PathLike[str], make: Callable[[], onnx.ModelProto]) -> None:
@@ -186,21 +198,20 @@ def provide_anchored(path: str | os.PathLike[str], make: Callable[[], onnx.Model
     rewrites its faulty graph from the clean one it holds (:mod:`anpred.execution.resumed`).
     Replaces what was provided before.
     """
-    _provided[:] = [os.path.realpath(path), make, None]
+    global _provided
+    _provided = _Provided(os.path.realpath(path), make)
 
 
 def provided_anchored(path: str | os.PathLike[str]) -> onnx.ModelProto | None:
     """The graph provided for ``path`` if it was made already, else ``None``."""
-    if _provided and _provided[0] == os.path.realpath(path):
-        return _provided[2]  # type: ignore[no-any-return]
-    return None
+    return _provided.model if _provided is not None and _provided.holds(path) else None
 
 
 def _anchored(path: Path) -> onnx.ModelProto:
-    if _provided and _provided[0] == os.path.realpath(path):
-        if _provided[2] is None:
-            _provided[2] = _provided[1]()
-        return _provided[2]  # type: ignore[no-any-return]
+    if _provided is not None and _provided.holds(path):
+        if _provided.model is None:
+            _provided.model = _provided.make()
+        return _provided.model
     return load_shared(path)  # a served process's faults share the clean one
 
 
